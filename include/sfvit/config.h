@@ -1,0 +1,87 @@
+/* config.h — the typed, validated configuration (YAML via libyaml, see docs/configs.md).
+ *
+ * Sections model, data, aug, optim, sched, train. A config may name `base:` (a path
+ * relative to its own file) to extend; command-line overrides use dotted keys
+ * (`optim.lr=1e-3`). Unknown keys, duplicate keys, wrong types and out-of-range values
+ * are errors naming file:line:key. Setting model.name first fills every model key with
+ * that model's defaults (sf_model_defaults); explicit keys then override them.
+ */
+#ifndef SFVIT_CONFIG_H
+#define SFVIT_CONFIG_H
+
+#include "sfvit/model.h"
+
+#define SF_PATH_MAX 1024
+
+typedef struct sf_data_cfg {
+    char root[SF_PATH_MAX];   /* ImageNet-format folder: root/train/<class>/*, root/val/... */
+    char train_split[64];     /* "train" */
+    char val_split[64];       /* "val" */
+    int workers;              /* loader threads (default 2) */
+    int prefetch;             /* batches in the ring (default 4) */
+} sf_data_cfg;
+
+typedef struct sf_aug_cfg {
+    int rrc;                  /* RandomResizedCrop on (1) or plain resize (0) */
+    float scale_min, scale_max, ratio_min, ratio_max;
+    char interpolation[16];   /* bilinear | bicubic | random */
+    float hflip;              /* probability */
+    char randaugment[64];     /* "" (off) or timm string like "rand-m9-mstd0.5-inc1" */
+    float mean[3], std[3];
+    float reprob;             /* random erasing probability */
+    float mixup, cutmix, mixup_switch, mixup_prob; /* alphas (0 = off), switch prob, prob */
+    float smoothing;          /* label smoothing */
+    float crop_pct;           /* eval: resize shorter side to size/crop_pct, center crop */
+} sf_aug_cfg;
+
+typedef struct sf_optim_cfg {
+    float lr, weight_decay, beta1, beta2, eps;
+    int scale_lr;             /* lr *= global_batch / scale_lr_base */
+    int scale_lr_base;        /* 512 (DeiT) or 1024 (SOFT) */
+    float clip_grad;          /* global L2 norm; 0 = off */
+    int accum_steps;          /* gradient accumulation */
+    char decay_mask[16];      /* sfvit | official */
+} sf_optim_cfg;
+
+typedef struct sf_sched_cfg {
+    float warmup_epochs, warmup_lr, min_lr;
+} sf_sched_cfg;
+
+typedef struct sf_train_cfg {
+    int epochs, batch_size, eval_batch_size;
+    char out[SF_PATH_MAX];    /* runs */
+    char name[256];           /* run folder name */
+    uint64_t seed;
+    int threads;              /* 0 = SFVIT_THREADS or cores */
+    int log_every;            /* steps between plain log lines */
+    int save_every_steps;     /* extra last.safetensors every N steps; 0 = per epoch only */
+    int max_steps;            /* stop after this many steps (0 = no limit); for tests */
+    int eval_every;           /* epochs between evaluations */
+    float max_train_fraction; /* use only this fraction of the train set (smoke runs); 1 = all */
+} sf_train_cfg;
+
+typedef struct sf_config {
+    sf_model_cfg model;
+    sf_data_cfg data;
+    sf_aug_cfg aug;
+    sf_optim_cfg optim;
+    sf_sched_cfg sched;
+    sf_train_cfg train;
+    char path[SF_PATH_MAX];   /* file it was loaded from ("" if none) */
+} sf_config;
+
+/* Fills every default (no model name: a small ViT). */
+void sf_config_defaults(sf_config *cfg);
+/* Loads path (following base: chains), then applies overrides ("a.b=v"). On error prints
+ * one message naming file:line:key (or the override) and returns -1. */
+int sf_config_load(sf_config *cfg, const char *path, int n_overrides, char *const *overrides);
+/* Applies one dotted key; `where` names the origin for messages ("cli", "f.yaml:12"). */
+int sf_config_set(sf_config *cfg, const char *key, const char *value, const char *where);
+/* Cross-field checks (e.g. embed_dim divisible by num_heads; even batch for mixup). */
+int sf_config_validate(const sf_config *cfg);
+/* Writes the resolved config as YAML that sf_config_load reads back to the same values. */
+int sf_config_write(const sf_config *cfg, const char *path);
+/* Prints the resolved settings as a boxed table (stdout). */
+void sf_config_print(const sf_config *cfg, FILE *f);
+
+#endif

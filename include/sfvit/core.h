@@ -1,0 +1,63 @@
+/* core.h — errors, checked allocation, seeded RNG, thread setting.
+ *
+ * Two kinds of errors (STYLE.md): programmer errors abort with file:line via SF_ASSERT;
+ * user errors (bad config, missing file, corrupt checkpoint) are reported with sf_error()
+ * and returned as a non-zero status up to the command.
+ */
+#ifndef SFVIT_CORE_H
+#define SFVIT_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SF_ASSERT(cond, ...)                                                         \
+    do {                                                                             \
+        if (!(cond)) sf_assert_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__);      \
+    } while (0)
+
+/* fmt may be empty (no format attribute for that reason). */
+_Noreturn void sf_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...);
+
+/* Prints "sfvit: error: <message>" on stderr (one line). Returns -1 so callers can
+ * `return sf_error(...)`. */
+int sf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "sfvit: warning: <message>". */
+void sf_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "---> HINT: <message>" after an error. */
+void sf_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Checked allocation: on failure prints the size asked for and exits(2) cleanly. */
+void *sf_malloc(size_t bytes);
+void *sf_calloc(size_t count, size_t size);
+void *sf_realloc(void *p, size_t bytes);
+/* 64-byte aligned, for tensors. Free with free(). */
+void *sf_aligned_alloc(size_t bytes);
+char *sf_strdup(const char *s);
+
+/* Seeded RNG: xoshiro256** with splitmix64 seeding. One generator per purpose
+ * (init, data order, augmentation, drop-path); the state is plain data so it can be saved
+ * in checkpoints. */
+typedef struct sf_rng {
+    uint64_t s[4];
+} sf_rng;
+
+void sf_rng_seed(sf_rng *r, uint64_t seed);
+uint64_t sf_rng_u64(sf_rng *r);
+uint32_t sf_rng_below(sf_rng *r, uint32_t n); /* uniform in [0, n) without modulo bias */
+float sf_rng_uniform(sf_rng *r);              /* [0, 1) */
+float sf_rng_normal(sf_rng *r);               /* N(0, 1), Box–Muller */
+/* timm trunc_normal_(std, a=-2, b=2): normal(0, std^2) rejected outside +-2 absolute. */
+float sf_rng_trunc_normal(sf_rng *r, float std);
+/* Beta(a, a) via two gammas (Marsaglia–Tsang), for mixup/cutmix lambda. */
+float sf_rng_beta(sf_rng *r, float a, float b);
+
+/* One thread setting drives both OpenMP and OpenBLAS, so they never oversubscribe.
+ * n <= 0 means: env SFVIT_THREADS if set, else the number of cores. Returns the count used. */
+int sf_threads_init(int n);
+int sf_threads_get(void);
+
+/* Wall clock in seconds (monotonic). */
+double sf_now(void);
+
+#endif

@@ -1,0 +1,77 @@
+/* model.h — model configuration, builders and the forward pass for every family:
+ * DeiT/ViT, XCiT, SOFT pyramids (models/), with attention kinds msa, xca, sima, soft.
+ * Parameter names are the official/timm state_dict keys (spec/MODELS.md).
+ */
+#ifndef SFVIT_MODEL_H
+#define SFVIT_MODEL_H
+
+#include "sfvit/ops.h"
+
+typedef enum sf_family { SF_FAMILY_VIT = 0, SF_FAMILY_XCIT, SF_FAMILY_SOFT } sf_family;
+typedef enum sf_attn_kind { SF_ATTN_MSA = 0, SF_ATTN_XCA, SF_ATTN_SIMA, SF_ATTN_SOFT } sf_attn_kind;
+typedef enum sf_attn_norm {
+    SF_NORM_L1 = 0, SF_NORM_L2, SF_NORM_NONE, /* sima */
+    SF_NORM_SYMMETRIC                         /* soft (SOFT++); SOFT uses SF_NORM_NONE */
+} sf_attn_norm;
+typedef enum sf_act { SF_ACT_GELU = 0, SF_ACT_RELU } sf_act;
+
+#define SF_MAX_BLOCKS 64
+
+typedef struct sf_model_cfg {
+    char name[64];            /* deit_small, xcit_small_12_p16, soft_tiny, ... or "" (custom vit) */
+    sf_family family;
+    int img_size, in_chans, num_classes;
+    /* ViT / XCiT */
+    int patch_size, embed_dim, depth, num_heads;
+    float mlp_ratio;
+    /* SOFT (per stage) */
+    int num_stages;           /* 4 */
+    int embed_dims[4], depths[4], stage_heads[4];
+    int nr_iters;             /* Newton–Raphson iterations (20) */
+    int nr_init;              /* sf_nr_init */
+    /* attention */
+    sf_attn_kind attn;
+    sf_attn_norm attn_norm;
+    sf_sima_order sima_order;
+    int n_block_attn;         /* per-block override list (0 = none): block_attn[i] for block i */
+    sf_attn_kind block_attn[SF_MAX_BLOCKS];
+    sf_act act;
+    int lpi;                  /* XCiT local patch interaction */
+    float layer_scale_init;   /* XCiT eta */
+    int cls_attn_layers;      /* XCiT class-attention layers (2) */
+    float drop_path_rate, drop_rate;
+    char init_from[1024];     /* fine-tune from this checkpoint ("" = none) */
+} sf_model_cfg;
+
+/* Fills cfg with the defaults of a named model; returns -1 (and prints the known names)
+ * for an unknown name. */
+int sf_model_defaults(sf_model_cfg *cfg, const char *name);
+/* Names of every registered model, NULL-terminated. */
+extern const char *const sf_model_names[];
+
+typedef struct sf_model sf_model;
+
+/* Registers every parameter in ps (names and shapes from the spec). Call
+ * sf_params_alloc() and sf_model_init() afterwards. Returns NULL and prints why on a
+ * config the family cannot build. */
+sf_model *sf_model_build(const sf_model_cfg *cfg, sf_params *ps);
+/* Spec init schemes (trunc normal 0.02, kaiming uniform, ones/zeros, eta). */
+void sf_model_init(sf_model *m, sf_params *ps, sf_rng *rng);
+void sf_model_free(sf_model *m);
+/* images (B, in_chans, img, img) -> logits (B, num_classes). g->training selects dropout,
+ * drop-path and BatchNorm batch statistics. */
+sf_tensor *sf_model_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
+const sf_model_cfg *sf_model_config(const sf_model *m);
+
+/* SimA visualization: after a forward, the per-token l2 norms of Q-hat and K-hat of the
+ * last SimA block (B, N_patches) each; returns -1 if the model has no SimA block. */
+int sf_model_sima_token_norms(sf_model *m, float *q_norms, float *k_norms, int *grid_h, int *grid_w);
+
+/* `sfvit info`: prints the block table, params per part and total, MACs per part and
+ * total, exp() counts and the SimA order. */
+void sf_model_info(const sf_model_cfg *cfg, FILE *f);
+/* Totals used by tests: trainable parameters and forward MACs per image. */
+size_t sf_model_param_count(const sf_model_cfg *cfg);
+double sf_model_macs(const sf_model_cfg *cfg);
+
+#endif

@@ -1,0 +1,117 @@
+/* ops.h — every differentiable op. Each returns a new arena tensor and, when grad mode
+ * is on and an input requires grad, records a tape node whose backward is written by hand
+ * next to the forward in src/ops/<family>.c. Derivations: docs/math.md.
+ *
+ * Dimension legend: B batch, N tokens, C channels, H heads, D head dim, M landmarks,
+ * K classes. Attention tensors are (B, H, N, D) contiguous.
+ */
+#ifndef SFVIT_OPS_H
+#define SFVIT_OPS_H
+
+#include "sfvit/tensor.h"
+
+/* ---- matmul.c (cblas_sgemm) ---- */
+/* y = x W^T + b; x (..., in), w (out, in), b (out) or NULL -> (..., out). */
+sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
+/* Batched product over equal leading dims: a (..., M, K) (or (..., K, M) if trans_a),
+ * b (..., K, N) (or (..., N, K) if trans_b) -> (..., M, N). */
+sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int trans_b);
+
+/* ---- elementwise.c ---- */
+sf_tensor *sf_add(sf_ctx *g, sf_tensor *a, sf_tensor *b);            /* same shape */
+/* x + y where y matches x's trailing dims (bias (C) on (B,N,C); pos_embed (1,N,C)). */
+sf_tensor *sf_add_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
+/* x * y, y broadcast over x's leading dims as above (layer scale gamma (C)). */
+sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
+sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s);
+sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x);       /* exact (erf) */
+sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x);  /* tanh approximation (SOFT MLP) */
+sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x);
+sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x);       /* elu(x) + 1 (linear attention baseline) */
+/* Element dropout with probability p (identity unless g->training). */
+sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p);
+/* Per-sample drop path along dim 0 (identity unless g->training). */
+sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p);
+
+/* ---- shape.c ---- */
+/* Same data, new shape (numel equal). */
+sf_tensor *sf_reshape(sf_ctx *g, sf_tensor *x, int ndim, const int *shape);
+/* out.shape[i] = x.shape[perm[i]]; ndim = x->ndim. Materializes a contiguous copy. */
+sf_tensor *sf_permute(sf_ctx *g, sf_tensor *x, const int *perm);
+/* x (B, N, parts*H*D) -> chunk `part` as (B, H, N, D) (qkv layout [parts][H][D]). */
+sf_tensor *sf_heads_split(sf_ctx *g, sf_tensor *x, int parts, int part, int H);
+/* x (B, H, N, D) -> (B, N, H*D). */
+sf_tensor *sf_heads_merge(sf_ctx *g, sf_tensor *x);
+/* x (B, N, C) -> tokens [start, start+len) as (B, len, C). */
+sf_tensor *sf_slice_tokens(sf_ctx *g, sf_tensor *x, int start, int len);
+/* a (Ba, Na, C), b (Bb, Nb, C) -> (B, Na+Nb, C); a batch of 1 is broadcast (cls token). */
+sf_tensor *sf_concat_tokens(sf_ctx *g, sf_tensor *a, sf_tensor *b);
+/* x (B, N, C) -> (B, C). */
+sf_tensor *sf_mean_tokens(sf_ctx *g, sf_tensor *x);
+
+/* ---- softmax.c ---- */
+sf_tensor *sf_softmax(sf_ctx *g, sf_tensor *x);    /* over the last dim */
+
+/* ---- norm.c ---- */
+/* Over the last dim C; w, b (C). */
+sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps);
+/* x (B, C, H, W). Training (g->training): batch statistics, running stats updated
+ * (momentum, unbiased running variance), num_batches (a 1-element tensor) += 1.
+ * Eval: running statistics. */
+sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
+                          sf_tensor *running_mean, sf_tensor *running_var,
+                          sf_tensor *num_batches, float eps, float momentum);
+
+/* ---- attention.c ---- */
+/* x (..., N, D): each channel (column) divided by its l1 / l2 norm over the N tokens,
+ * clamped below by eps (torch F.normalize(x, p, dim=-2, eps)). */
+sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
+sf_tensor *sf_l2norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
+
+typedef enum sf_sima_order {
+    SF_SIMA_AUTO = 0,      /* (QK^T)V when N < D, else Q(K^T V) — the official rule */
+    SF_SIMA_QK_FIRST,
+    SF_SIMA_KV_FIRST,
+} sf_sima_order;
+/* O = Q K^T V per (b, h); q, k, v (B, H, N, D) (normalization is a separate op). */
+sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order);
+/* Resolves AUTO for given N and D. */
+sf_sima_order sf_sima_resolve(sf_sima_order order, int N, int D);
+/* O = softmax(scale * Q K^T) V per (b, h). */
+sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float scale);
+/* XCA: q, k l2-normalized over tokens (eps 1e-12), A = tau_h * q^T k (D x D), softmax over
+ * the last dim, O = V P^T; temperature (H) or shaped (H,1,1). */
+sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor *temperature);
+
+/* ---- soft.c ---- */
+/* S_ij = exp(-||q_i - l_j||^2 / (2c)); q (B, H, n, D), l (B, H, M, D) -> (B, H, n, M).
+ * If l == q (same tensor) the symmetric case (K2) is handled. */
+sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c);
+
+typedef enum sf_nr_init {
+    SF_NR_MASTER = 0, /* SOFT master code: P = A + 0.01 I, alpha = 0.9 * 2 / (max row sum)^2 */
+    SF_NR_PAPER,      /* alpha = 2 beta^n / ||A||_1^2 with halvings until ||I - alpha A^2||_1 <= 1 */
+} sf_nr_init;
+/* Newton–Raphson (Newton–Schulz) pseudo-inverse of each (M, M) matrix of a (..., M, M);
+ * `iters` iterations forward, explicit -Y^T G Y^T backward. */
+sf_tensor *sf_nr_pinv(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init);
+/* SOFT++: Z = D^-1/2 NR(A) D^-1/2 with D = diag(A 1). */
+sf_tensor *sf_soft_symnorm(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init);
+/* Relative residual ||A Y A - A||_F / ||A||_F of the last forward NR call (worst matrix),
+ * so training can log when the iterations were not enough. */
+float sf_nr_last_residual(void);
+
+/* ---- conv.c (im2col + sgemm) ---- */
+/* x (B, Cin, H, W), w (Cout, Cin/groups, kh, kw), b (Cout) or NULL. */
+sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
+                     int groups);
+/* x (B, C, H, W), k x k window, stride s, no padding. */
+sf_tensor *sf_avgpool2d(sf_ctx *g, sf_tensor *x, int k, int stride);
+
+/* ---- loss.c ---- */
+/* Mean cross-entropy over the batch -> (1). logits (B, K). Either labels (B) with label
+ * smoothing eps, or soft_targets (B*K) (rows summing to 1; labels ignored). */
+sf_tensor *sf_cross_entropy(sf_ctx *g, sf_tensor *logits, const int *labels,
+                            const float *soft_targets, float smoothing);
+
+#endif

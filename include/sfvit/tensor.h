@@ -1,0 +1,214 @@
+/* tensor.h — tensors, the per-step arena, the tape (autograd) and the parameter store.
+ *
+ * Tensors are float32, row-major, contiguous, up to 4 dims. Activations and their
+ * gradients live in a per-step arena (reset after each step; after the first step no
+ * malloc happens). Parameters live in one contiguous buffer with named views; gradients
+ * and AdamW moments are parallel buffers with the same offsets.
+ *
+ * The tape: every op computes its forward at once and, when grad mode is on and an
+ * input requires grad, pushes a node {op, inputs, output, saved context}. sf_backward()
+ * walks the nodes in reverse and calls each op's hand-written backward, which
+ * accumulates (+=) into the inputs' gradients.
+ *
+ * Deliberately not here: strides/views (a non-contiguous result is materialized by an
+ * explicit op), dtypes other than float32, dynamic graphs across steps.
+ */
+#ifndef SFVIT_TENSOR_H
+#define SFVIT_TENSOR_H
+
+#include "sfvit/core.h"
+
+#define SF_MAX_DIMS 4
+#define SF_MAX_INPUTS 6
+
+typedef struct sf_tensor {
+    float *data;          /* numel floats */
+    float *grad;          /* same size; NULL until something flows into it */
+    int ndim;
+    int shape[SF_MAX_DIMS];
+    size_t numel;
+    int requires_grad;
+    const char *name;     /* parameter name (timm state_dict key) or NULL */
+} sf_tensor;
+
+/* ---- arena: chained blocks, kept across resets, 64-byte aligned allocations ---- */
+typedef struct sf_arena_block {
+    struct sf_arena_block *next;
+    size_t size, used;
+    char *mem;
+} sf_arena_block;
+
+typedef struct sf_arena {
+    sf_arena_block *head;   /* block currently allocated from */
+    sf_arena_block *first;
+    size_t block_size;      /* default size of a new block */
+    size_t in_use, peak;    /* bytes handed out since the last reset, and the maximum */
+    size_t capacity;        /* bytes reserved over all blocks */
+    size_t limit;           /* 0 = unlimited; else an allocation past it is an error */
+} sf_arena;
+
+void sf_arena_init(sf_arena *a, size_t block_size);
+void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
+void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
+void sf_arena_reset(sf_arena *a);
+void sf_arena_free(sf_arena *a);
+
+/* ---- ops and the tape ---- */
+typedef enum sf_op {
+    SF_OP_NONE = 0,
+    /* matmul.c */
+    SF_OP_LINEAR,
+    SF_OP_MATMUL,
+    /* elementwise.c */
+    SF_OP_ADD,
+    SF_OP_ADD_BROADCAST,
+    SF_OP_MUL_BROADCAST,
+    SF_OP_SCALE,
+    SF_OP_GELU,
+    SF_OP_GELU_TANH,
+    SF_OP_RELU,
+    SF_OP_ELU1,
+    SF_OP_DROPOUT,
+    SF_OP_DROP_PATH,
+    /* shape.c */
+    SF_OP_RESHAPE,
+    SF_OP_PERMUTE,
+    SF_OP_HEADS_SPLIT,
+    SF_OP_HEADS_MERGE,
+    SF_OP_SLICE_TOKENS,
+    SF_OP_CONCAT_TOKENS,
+    SF_OP_MEAN_TOKENS,
+    /* softmax.c */
+    SF_OP_SOFTMAX,
+    /* norm.c */
+    SF_OP_LAYERNORM,
+    SF_OP_BATCHNORM2D,
+    /* attention.c */
+    SF_OP_L1NORM_TOKENS,
+    SF_OP_L2NORM_TOKENS,
+    SF_OP_SIMA,
+    SF_OP_MSA,
+    SF_OP_XCA,
+    /* soft.c */
+    SF_OP_GAUSS_KERNEL,
+    SF_OP_NR_PINV,
+    SF_OP_SOFT_SYMNORM,
+    /* conv.c */
+    SF_OP_CONV2D,
+    SF_OP_AVGPOOL2D,
+    /* loss.c */
+    SF_OP_CROSS_ENTROPY,
+    SF_OP_COUNT
+} sf_op;
+
+struct sf_ctx;
+struct sf_node;
+typedef void (*sf_backward_fn)(struct sf_ctx *g, struct sf_node *node);
+
+typedef struct sf_op_info {
+    const char *name;
+    sf_backward_fn backward;
+} sf_op_info;
+
+/* The one op table (src/ops/table.c), indexed by sf_op. */
+extern const sf_op_info sf_op_table[SF_OP_COUNT];
+
+typedef struct sf_node {
+    sf_op op;
+    sf_tensor *out;
+    sf_tensor *in[SF_MAX_INPUTS];
+    int n_in;
+    void *saved;          /* op-specific saved context, arena-allocated */
+    int iarg[8];          /* small integer arguments (dims, flags) */
+    float farg[4];        /* small float arguments (eps, scale, p) */
+} sf_node;
+
+typedef struct sf_ctx {
+    sf_arena arena;
+    sf_node *tape;
+    int tape_len, tape_cap;
+    int grad_enabled;     /* record the tape (training / gradient checks) */
+    int training;         /* dropout, drop-path active; BatchNorm uses batch statistics */
+    sf_rng rng;           /* drop-path / dropout masks */
+} sf_ctx;
+
+void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);
+void sf_ctx_free(sf_ctx *g);
+/* Forget the tape and every activation: call after each step. */
+void sf_ctx_reset(sf_ctx *g);
+
+/* New activation tensor in the arena (data uninitialized). Unused trailing dims: pass 0
+ * or omit via the helpers below. */
+sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape);
+sf_tensor *sf_tensor_new1(sf_ctx *g, int d0);
+sf_tensor *sf_tensor_new2(sf_ctx *g, int d0, int d1);
+sf_tensor *sf_tensor_new3(sf_ctx *g, int d0, int d1, int d2);
+sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3);
+/* Same shape as t, uninitialized / zeroed. */
+sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
+sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t);
+/* The gradient buffer of t, allocated zeroed from the arena on first use. */
+float *sf_grad(sf_ctx *g, sf_tensor *t);
+/* "(2, 197, 384)" into buf; returns buf. */
+const char *sf_shape_str(const sf_tensor *t, char *buf, size_t n);
+int sf_same_shape(const sf_tensor *a, const sf_tensor *b);
+
+/* Whether an op with these inputs must record a node. */
+int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in);
+/* Push a node; out->requires_grad is set. Returns the node so the op can fill
+ * saved/iarg/farg. Call only when sf_needs_grad() said so. */
+sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in);
+
+/* Reverse-mode pass from a scalar (numel 1) loss: seeds dloss = 1 and runs every node's
+ * backward in reverse order. */
+void sf_backward(sf_ctx *g, sf_tensor *loss);
+/* Same walk seeded with an arbitrary upstream gradient dL/dt (t->numel floats); used by
+ * the gradient checks. */
+void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed);
+
+/* ---- parameter store ---- */
+enum {
+    SF_PARAM_DECAY = 1 << 0,      /* AdamW applies weight decay */
+    SF_PARAM_TRAINABLE = 1 << 1,  /* has a gradient and optimizer moments */
+    SF_PARAM_I64 = 1 << 2,        /* saved as int64 (BatchNorm num_batches_tracked) */
+    SF_PARAM_DECAY_OFFICIAL = 1 << 3, /* decayed under the official (timm) mask */
+};
+
+typedef enum sf_init {
+    SF_INIT_ZEROS = 0,
+    SF_INIT_ONES,
+    SF_INIT_TRUNC_NORMAL,   /* tn(std): arg = std */
+    SF_INIT_KAIMING_UNIFORM,/* U(-1/sqrt(fan_in), +1/sqrt(fan_in)): arg = fan_in */
+    SF_INIT_CONST,          /* arg = value */
+} sf_init;
+
+typedef struct sf_param {
+    sf_tensor *t;         /* stable pointer; data/grad point into the store's buffers */
+    size_t offset;        /* in floats, into data/grad/m/v */
+    int flags;
+    sf_init init;
+    float init_arg;
+} sf_param;
+
+typedef struct sf_params {
+    sf_param *list;
+    int count, cap;
+    size_t total;         /* floats in every buffer */
+    float *data, *grad, *m, *v; /* (total) each; grad/m/v cover non-trainable views too */
+    int allocated;
+} sf_params;
+
+void sf_params_init(sf_params *ps);
+void sf_params_free(sf_params *ps);
+/* Register a named view. Data pointers are valid only after sf_params_alloc(). */
+sf_tensor *sf_param_add(sf_params *ps, const char *name, int ndim, const int *shape, int flags,
+                        sf_init init, float init_arg);
+/* Allocate the contiguous buffers and point every view into them. */
+void sf_params_alloc(sf_params *ps);
+/* Apply every view's init scheme with this generator (in registration order). */
+void sf_params_init_values(sf_params *ps, sf_rng *r);
+void sf_params_zero_grad(sf_params *ps);
+sf_param *sf_params_find(sf_params *ps, const char *name);
+size_t sf_params_count_trainable(const sf_params *ps);
+
+#endif

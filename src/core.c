@@ -1,0 +1,204 @@
+/* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
+ * Deliberately no global state beyond the thread count. */
+#include "sfvit/core.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void sf_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+    fprintf(stderr, "sfvit: internal error at %s:%d: assertion `%s` failed", file, line, cond);
+    if (fmt && fmt[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs(": ", stderr);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
+    fputc('\n', stderr);
+    abort();
+}
+
+int sf_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sfvit: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+void sf_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sfvit: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void sf_hint(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("---> HINT: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static _Noreturn void out_of_memory(size_t bytes) {
+    fprintf(stderr, "sfvit: error: out of memory: could not allocate %zu bytes (%.1f MiB)\n", bytes,
+            (double)bytes / (1024.0 * 1024.0));
+    fputs("---> HINT: lower train.batch_size or the image size\n", stderr);
+    exit(2);
+}
+
+void *sf_malloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) out_of_memory(bytes);
+    return p;
+}
+
+void *sf_calloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) out_of_memory(count * size);
+    return p;
+}
+
+void *sf_realloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) out_of_memory(bytes);
+    return q;
+}
+
+void *sf_aligned_alloc(size_t bytes) {
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) out_of_memory(bytes);
+    return p;
+}
+
+char *sf_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = sf_malloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+/* ---- RNG: xoshiro256** (Blackman & Vigna), seeded through splitmix64 ---- */
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sf_rng_seed(sf_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sf_rng_u64(sf_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+uint32_t sf_rng_below(sf_rng *r, uint32_t n) {
+    SF_ASSERT(n > 0);
+    /* Lemire's nearly-divisionless method with rejection: exact uniformity. */
+    uint64_t m = (uint64_t)(uint32_t)(sf_rng_u64(r) >> 32) * n;
+    uint32_t low = (uint32_t)m;
+    if (low < n) {
+        uint32_t threshold = (uint32_t)(-n) % n;
+        while (low < threshold) {
+            m = (uint64_t)(uint32_t)(sf_rng_u64(r) >> 32) * n;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+float sf_rng_uniform(sf_rng *r) { return (float)(sf_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+static double uniform_double(sf_rng *r) { return (double)(sf_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+float sf_rng_normal(sf_rng *r) {
+    double u1 = uniform_double(r), u2 = uniform_double(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+float sf_rng_trunc_normal(sf_rng *r, float std) {
+    for (;;) {
+        float x = sf_rng_normal(r) * std;
+        if (x >= -2.0f && x <= 2.0f) return x;
+    }
+}
+
+/* Gamma(a, 1) by Marsaglia & Tsang (2000); a < 1 boosted with u^(1/a). */
+static double rng_gamma(sf_rng *r, double a) {
+    if (a < 1.0) {
+        double u = uniform_double(r);
+        return rng_gamma(r, a + 1.0) * pow(u > 1e-300 ? u : 1e-300, 1.0 / a);
+    }
+    double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = sf_rng_normal(r), v = 1.0 + c * x;
+        if (v <= 0) continue;
+        v = v * v * v;
+        double u = uniform_double(r);
+        if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
+        if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v;
+    }
+}
+
+float sf_rng_beta(sf_rng *r, float a, float b) {
+    double x = rng_gamma(r, a), y = rng_gamma(r, b);
+    return (float)(x / (x + y));
+}
+
+/* ---- threads ---- */
+static int g_threads = 1;
+
+int sf_threads_init(int n) {
+    if (n <= 0) {
+        const char *env = getenv("SFVIT_THREADS");
+        if (env && *env) n = atoi(env);
+    }
+    if (n <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores > 0 ? (int)cores : 1;
+    }
+    g_threads = n;
+    openblas_set_num_threads(n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    return n;
+}
+
+int sf_threads_get(void) { return g_threads; }
+
+double sf_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,300 @@
+/* tensor.c — the arena, tensors, the tape and the parameter store (see tensor.h).
+ * Deliberately no reference counting and no views: an arena reset frees a whole step. */
+#include "sfvit/tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- arena ---- */
+void sf_arena_init(sf_arena *a, size_t block_size) {
+    memset(a, 0, sizeof(*a));
+    a->block_size = block_size ? block_size : (size_t)64 << 20;
+}
+
+static sf_arena_block *arena_new_block(sf_arena *a, size_t min_bytes) {
+    size_t size = a->block_size > min_bytes ? a->block_size : min_bytes;
+    sf_arena_block *b = sf_malloc(sizeof(*b));
+    b->mem = sf_aligned_alloc(size);
+    b->size = size;
+    b->used = 0;
+    b->next = NULL;
+    a->capacity += size;
+    return b;
+}
+
+void *sf_arena_alloc(sf_arena *a, size_t bytes) {
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (need == 0) need = 64;
+    if (a->limit && a->in_use + need > a->limit) {
+        fprintf(stderr,
+                "sfvit: error: activation arena overflow: %zu bytes needed, %zu available "
+                "(limit %zu)\n",
+                a->in_use + need, a->limit - a->in_use, a->limit);
+        exit(2);
+    }
+    /* Walk forward through kept blocks before asking for a new one: after the first step
+     * every allocation is served by blocks that already exist. */
+    if (!a->first) a->first = a->head = arena_new_block(a, need);
+    while (a->head->used + need > a->head->size) {
+        if (!a->head->next) a->head->next = arena_new_block(a, need);
+        a->head = a->head->next;
+    }
+    void *p = a->head->mem + a->head->used;
+    a->head->used += need;
+    a->in_use += need;
+    if (a->in_use > a->peak) a->peak = a->in_use;
+    return p;
+}
+
+void *sf_arena_calloc(sf_arena *a, size_t bytes) {
+    void *p = sf_arena_alloc(a, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+void sf_arena_reset(sf_arena *a) {
+    for (sf_arena_block *b = a->first; b; b = b->next) b->used = 0;
+    a->head = a->first;
+    a->in_use = 0;
+}
+
+void sf_arena_free(sf_arena *a) {
+    sf_arena_block *b = a->first;
+    while (b) {
+        sf_arena_block *next = b->next;
+        free(b->mem);
+        free(b);
+        b = next;
+    }
+    memset(a, 0, sizeof(*a));
+}
+
+/* ---- context ---- */
+void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes) {
+    memset(g, 0, sizeof(*g));
+    sf_arena_init(&g->arena, arena_block_bytes);
+    g->grad_enabled = 1;
+    g->training = 1;
+    sf_rng_seed(&g->rng, 0x5f1c2d3e4b5a6978ULL);
+}
+
+void sf_ctx_free(sf_ctx *g) {
+    sf_arena_free(&g->arena);
+    free(g->tape);
+    memset(g, 0, sizeof(*g));
+}
+
+void sf_ctx_reset(sf_ctx *g) {
+    sf_arena_reset(&g->arena);
+    g->tape_len = 0;
+}
+
+/* ---- tensors ---- */
+sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
+    SF_ASSERT(ndim >= 1 && ndim <= SF_MAX_DIMS, "ndim %d", ndim);
+    sf_tensor *t = sf_arena_alloc(&g->arena, sizeof(sf_tensor));
+    memset(t, 0, sizeof(*t));
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        SF_ASSERT(shape[i] > 0, "dim %d is %d", i, shape[i]);
+        t->shape[i] = shape[i];
+        t->numel *= (size_t)shape[i];
+    }
+    for (int i = ndim; i < SF_MAX_DIMS; i++) t->shape[i] = 1;
+    t->data = sf_arena_alloc(&g->arena, t->numel * sizeof(float));
+    return t;
+}
+
+sf_tensor *sf_tensor_new1(sf_ctx *g, int d0) { return sf_tensor_new(g, 1, (int[]){d0}); }
+sf_tensor *sf_tensor_new2(sf_ctx *g, int d0, int d1) { return sf_tensor_new(g, 2, (int[]){d0, d1}); }
+sf_tensor *sf_tensor_new3(sf_ctx *g, int d0, int d1, int d2) {
+    return sf_tensor_new(g, 3, (int[]){d0, d1, d2});
+}
+sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3) {
+    return sf_tensor_new(g, 4, (int[]){d0, d1, d2, d3});
+}
+
+sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(g, t->ndim, t->shape); }
+
+sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t) {
+    sf_tensor *z = sf_tensor_like(g, t);
+    memset(z->data, 0, z->numel * sizeof(float));
+    return z;
+}
+
+float *sf_grad(sf_ctx *g, sf_tensor *t) {
+    if (!t->grad) t->grad = sf_arena_calloc(&g->arena, t->numel * sizeof(float));
+    return t->grad;
+}
+
+const char *sf_shape_str(const sf_tensor *t, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n - used, "(");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %d" : "%d", t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, ")");
+    return buf;
+}
+
+int sf_same_shape(const sf_tensor *a, const sf_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+/* ---- tape ---- */
+int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in) {
+    if (!g->grad_enabled) return 0;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->requires_grad) return 1;
+    return 0;
+}
+
+sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in) {
+    SF_ASSERT(n_in <= SF_MAX_INPUTS);
+    if (g->tape_len == g->tape_cap) {
+        g->tape_cap = g->tape_cap ? 2 * g->tape_cap : 256;
+        g->tape = sf_realloc(g->tape, (size_t)g->tape_cap * sizeof(sf_node));
+    }
+    sf_node *n = &g->tape[g->tape_len++];
+    memset(n, 0, sizeof(*n));
+    n->op = op;
+    n->out = out;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    out->requires_grad = 1;
+    return n;
+}
+
+static void tape_walk(sf_ctx *g);
+
+void sf_backward(sf_ctx *g, sf_tensor *loss) {
+    SF_ASSERT(loss->numel == 1, "backward needs a scalar loss");
+    if (!loss->requires_grad) return;
+    sf_grad(g, loss)[0] += 1.0f;
+    tape_walk(g);
+}
+
+void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed) {
+    if (!t->requires_grad) return;
+    float *dt = sf_grad(g, t);
+    for (size_t i = 0; i < t->numel; i++) dt[i] += seed[i];
+    tape_walk(g);
+}
+
+static void tape_walk(sf_ctx *g) {
+    for (int i = g->tape_len - 1; i >= 0; i--) {
+        sf_node *n = &g->tape[i];
+        if (!n->out->grad) continue; /* nothing flowed into this node's output */
+        SF_ASSERT(n->op > SF_OP_NONE && n->op < SF_OP_COUNT && sf_op_table[n->op].backward,
+                  "op %d has no backward", (int)n->op);
+        sf_op_table[n->op].backward(g, n);
+    }
+}
+
+/* ---- parameters ---- */
+void sf_params_init(sf_params *ps) { memset(ps, 0, sizeof(*ps)); }
+
+void sf_params_free(sf_params *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        free((char *)ps->list[i].t->name);
+        free(ps->list[i].t);
+    }
+    free(ps->list);
+    free(ps->data);
+    free(ps->grad);
+    free(ps->m);
+    free(ps->v);
+    memset(ps, 0, sizeof(*ps));
+}
+
+sf_tensor *sf_param_add(sf_params *ps, const char *name, int ndim, const int *shape, int flags,
+                        sf_init init, float init_arg) {
+    SF_ASSERT(!ps->allocated, "parameter %s registered after allocation", name);
+    SF_ASSERT(!sf_params_find(ps, name), "duplicate parameter name %s", name);
+    if (ps->count == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 64;
+        ps->list = sf_realloc(ps->list, (size_t)ps->cap * sizeof(sf_param));
+    }
+    sf_tensor *t = sf_calloc(1, sizeof(sf_tensor));
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) t->shape[i] = 1;
+    for (int i = 0; i < ndim; i++) {
+        SF_ASSERT(shape[i] > 0, "%s dim %d is %d", name, i, shape[i]);
+        t->shape[i] = shape[i];
+        t->numel *= (size_t)shape[i];
+    }
+    t->name = sf_strdup(name);
+    t->requires_grad = (flags & SF_PARAM_TRAINABLE) != 0;
+    sf_param *p = &ps->list[ps->count++];
+    p->t = t;
+    /* Keep every view 16-float aligned so vector loads never straddle views. */
+    p->offset = (ps->total + 15) & ~(size_t)15;
+    ps->total = p->offset + t->numel;
+    p->flags = flags;
+    p->init = init;
+    p->init_arg = init_arg;
+    return t;
+}
+
+void sf_params_alloc(sf_params *ps) {
+    SF_ASSERT(!ps->allocated);
+    size_t bytes = (ps->total ? ps->total : 1) * sizeof(float);
+    ps->data = sf_aligned_alloc(bytes);
+    ps->grad = sf_aligned_alloc(bytes);
+    ps->m = sf_aligned_alloc(bytes);
+    ps->v = sf_aligned_alloc(bytes);
+    memset(ps->data, 0, bytes);
+    memset(ps->grad, 0, bytes);
+    memset(ps->m, 0, bytes);
+    memset(ps->v, 0, bytes);
+    for (int i = 0; i < ps->count; i++) {
+        sf_param *p = &ps->list[i];
+        p->t->data = ps->data + p->offset;
+        p->t->grad = (p->flags & SF_PARAM_TRAINABLE) ? ps->grad + p->offset : NULL;
+    }
+    ps->allocated = 1;
+}
+
+void sf_params_init_values(sf_params *ps, sf_rng *r) {
+    SF_ASSERT(ps->allocated);
+    for (int i = 0; i < ps->count; i++) {
+        sf_param *p = &ps->list[i];
+        float *x = p->t->data;
+        size_t n = p->t->numel;
+        switch (p->init) {
+        case SF_INIT_ZEROS: memset(x, 0, n * sizeof(float)); break;
+        case SF_INIT_ONES: for (size_t j = 0; j < n; j++) x[j] = 1.0f; break;
+        case SF_INIT_CONST: for (size_t j = 0; j < n; j++) x[j] = p->init_arg; break;
+        case SF_INIT_TRUNC_NORMAL:
+            for (size_t j = 0; j < n; j++) x[j] = sf_rng_trunc_normal(r, p->init_arg);
+            break;
+        case SF_INIT_KAIMING_UNIFORM: {
+            float bound = 1.0f / sqrtf(p->init_arg);
+            for (size_t j = 0; j < n; j++) x[j] = (2.0f * sf_rng_uniform(r) - 1.0f) * bound;
+            break;
+        }
+        }
+    }
+}
+
+void sf_params_zero_grad(sf_params *ps) {
+    if (ps->allocated) memset(ps->grad, 0, ps->total * sizeof(float));
+}
+
+sf_param *sf_params_find(sf_params *ps, const char *name) {
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->list[i].t->name, name) == 0) return &ps->list[i];
+    return NULL;
+}
+
+size_t sf_params_count_trainable(const sf_params *ps) {
+    size_t n = 0;
+    for (int i = 0; i < ps->count; i++)
+        if (ps->list[i].flags & SF_PARAM_TRAINABLE) n += ps->list[i].t->numel;
+    return n;
+}

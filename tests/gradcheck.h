@@ -1,0 +1,159 @@
+/* gradcheck.h — shared test harness: gradient checks by central finite differences and
+ * small assertion helpers. Header-only; each test program includes it once.
+ *
+ * A check builds an op graph from leaf inputs, projects the output onto a fixed random
+ * tensor R (L = sum(out * R), accumulated in double), and compares every input's analytic
+ * gradient from the tape with (L(x+h) - L(x-h)) / 2h. The error is the spec's metric:
+ * max |analytic - numeric| / max |numeric| over an input. Randomness inside ops (dropout
+ * masks) is replayed by restoring the context's RNG before each forward.
+ */
+#ifndef SFVIT_TEST_GRADCHECK_H
+#define SFVIT_TEST_GRADCHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfvit/ops.h"
+
+static int tests_failed = 0, tests_passed = 0;
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (cond) {                                                                       \
+            tests_passed++;                                                               \
+        } else {                                                                          \
+            tests_failed++;                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                          \
+        }                                                                                 \
+    } while (0)
+
+/* The closing line test runners read: "N passed, N failed". Returns the exit status. */
+static int test_summary(const char *suite) {
+    printf("%s: %d passed, %d failed\n", suite, tests_passed, tests_failed);
+    return tests_failed ? 1 : 0;
+}
+
+/* A leaf tensor outside the arena (survives sf_ctx_reset). */
+static sf_tensor *gc_leaf(int ndim, const int *shape, int requires_grad) {
+    sf_tensor *t = calloc(1, sizeof(sf_tensor));
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) t->shape[i] = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->numel *= (size_t)shape[i];
+    }
+    t->data = calloc(t->numel, sizeof(float));
+    t->requires_grad = requires_grad;
+    return t;
+}
+
+static void gc_leaf_free(sf_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    free(t->grad);
+    free(t);
+}
+
+static void gc_fill_uniform(sf_tensor *t, sf_rng *r, float lo, float hi) {
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = lo + (hi - lo) * sf_rng_uniform(r);
+}
+
+static void gc_fill_normal(sf_tensor *t, sf_rng *r, float std) {
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = std * sf_rng_normal(r);
+}
+
+typedef sf_tensor *(*gc_build_fn)(sf_ctx *g, sf_tensor **in, void *user);
+
+typedef struct gc_opts {
+    float h;           /* finite-difference step (default 1e-3) */
+    float tol;         /* max allowed relative error (default 1e-2) */
+    int max_probe;     /* elements probed per input (0 = all; default 200, chosen at random) */
+    int training;      /* ctx->training during the check */
+} gc_opts;
+
+static double gc_project(const sf_tensor *out, const float *R) {
+    double s = 0;
+    for (size_t i = 0; i < out->numel; i++) s += (double)out->data[i] * (double)R[i];
+    return s;
+}
+
+/* Returns the worst relative error over the inputs that require grad (and prints it). */
+static double gradcheck(const char *name, gc_build_fn build, void *user, sf_tensor **in, int n_in,
+                        gc_opts o) {
+    if (o.h == 0) o.h = 1e-3f;
+    if (o.tol == 0) o.tol = 1e-2f;
+    if (o.max_probe == 0) o.max_probe = 200;
+    sf_ctx g;
+    sf_ctx_init(&g, (size_t)8 << 20);
+    g.training = o.training;
+    sf_rng rng_saved = g.rng, pick;
+    sf_rng_seed(&pick, 1234);
+
+    /* analytic */
+    sf_tensor *out = build(&g, in, user);
+    float *R = malloc(out->numel * sizeof(float));
+    for (size_t i = 0; i < out->numel; i++) R[i] = sf_rng_uniform(&pick) * 2.0f - 1.0f;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->requires_grad) {
+            free(in[i]->grad);
+            in[i]->grad = calloc(in[i]->numel, sizeof(float));
+        }
+    sf_backward_seeded(&g, out, R);
+    sf_ctx_reset(&g);
+
+    double worst = 0;
+    g.grad_enabled = 0;
+    for (int i = 0; i < n_in; i++) {
+        sf_tensor *x = in[i];
+        if (!x->requires_grad) continue;
+        double max_num = 0, max_diff = 0;
+        int probes = (o.max_probe < 0 || (size_t)o.max_probe >= x->numel) ? (int)x->numel : o.max_probe;
+        for (int p = 0; p < probes; p++) {
+            size_t j = (probes == (int)x->numel) ? (size_t)p : sf_rng_below(&pick, (uint32_t)x->numel);
+            float keep = x->data[j];
+            x->data[j] = keep + o.h;
+            g.rng = rng_saved;
+            double lp = gc_project(build(&g, in, user), R);
+            sf_ctx_reset(&g);
+            x->data[j] = keep - o.h;
+            g.rng = rng_saved;
+            double lm = gc_project(build(&g, in, user), R);
+            sf_ctx_reset(&g);
+            x->data[j] = keep;
+            double num = (lp - lm) / (2.0 * o.h);
+            double diff = fabs(num - (double)x->grad[j]);
+            if (fabs(num) > max_num) max_num = fabs(num);
+            if (diff > max_diff) max_diff = diff;
+        }
+        double rel = max_diff / (max_num > 1e-6 ? max_num : 1e-6);
+        if (rel > worst) worst = rel;
+        CHECK(rel <= o.tol, "%s: input %d gradient rel err %.3g > tol %.3g", name, i, rel, o.tol);
+    }
+    printf("  gradcheck %-40s max rel err %.2e\n", name, worst);
+    free(R);
+    sf_ctx_free(&g);
+    return worst;
+}
+
+/* Compare two float arrays: |a-b| <= atol + rtol*|b|. Prints the first mismatches. */
+static int allclose(const char *what, const float *a, const float *b, size_t n, float rtol, float atol) {
+    int bad = 0;
+    double maxdiff = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > maxdiff) maxdiff = d;
+        if (!(d <= atol + rtol * fabs((double)b[i]))) {
+            if (bad < 5) fprintf(stderr, "  %s[%zu]: got %.7g want %.7g\n", what, i, a[i], b[i]);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%s: %d of %zu mismatched (max abs diff %.3g)", what, bad, n, maxdiff);
+    return bad == 0;
+}
+
+#endif
