@@ -17,7 +17,7 @@
 
 #include "sfvit/ops.h"
 
-static int tests_failed = 0, tests_passed = 0;
+static __attribute__((unused)) int tests_failed = 0, tests_passed = 0;
 
 #define CHECK(cond, ...)                                                                  \
     do {                                                                                  \
@@ -32,13 +32,13 @@ static int tests_failed = 0, tests_passed = 0;
     } while (0)
 
 /* The closing line test runners read: "N passed, N failed". Returns the exit status. */
-static int test_summary(const char *suite) {
+static __attribute__((unused)) int test_summary(const char *suite) {
     printf("%s: %d passed, %d failed\n", suite, tests_passed, tests_failed);
     return tests_failed ? 1 : 0;
 }
 
 /* A leaf tensor outside the arena (survives sf_ctx_reset). */
-static sf_tensor *gc_leaf(int ndim, const int *shape, int requires_grad) {
+static __attribute__((unused)) sf_tensor *gc_leaf(int ndim, const int *shape, int requires_grad) {
     sf_tensor *t = calloc(1, sizeof(sf_tensor));
     t->ndim = ndim;
     t->numel = 1;
@@ -52,18 +52,18 @@ static sf_tensor *gc_leaf(int ndim, const int *shape, int requires_grad) {
     return t;
 }
 
-static void gc_leaf_free(sf_tensor *t) {
+static __attribute__((unused)) void gc_leaf_free(sf_tensor *t) {
     if (!t) return;
     free(t->data);
     free(t->grad);
     free(t);
 }
 
-static void gc_fill_uniform(sf_tensor *t, sf_rng *r, float lo, float hi) {
+static __attribute__((unused)) void gc_fill_uniform(sf_tensor *t, sf_rng *r, float lo, float hi) {
     for (size_t i = 0; i < t->numel; i++) t->data[i] = lo + (hi - lo) * sf_rng_uniform(r);
 }
 
-static void gc_fill_normal(sf_tensor *t, sf_rng *r, float std) {
+static __attribute__((unused)) void gc_fill_normal(sf_tensor *t, sf_rng *r, float std) {
     for (size_t i = 0; i < t->numel; i++) t->data[i] = std * sf_rng_normal(r);
 }
 
@@ -76,14 +76,14 @@ typedef struct gc_opts {
     int training;      /* ctx->training during the check */
 } gc_opts;
 
-static double gc_project(const sf_tensor *out, const float *R) {
+static __attribute__((unused)) double gc_project(const sf_tensor *out, const float *R) {
     double s = 0;
     for (size_t i = 0; i < out->numel; i++) s += (double)out->data[i] * (double)R[i];
     return s;
 }
 
 /* Returns the worst relative error over the inputs that require grad (and prints it). */
-static double gradcheck(const char *name, gc_build_fn build, void *user, sf_tensor **in, int n_in,
+static __attribute__((unused)) double gradcheck(const char *name, gc_build_fn build, void *user, sf_tensor **in, int n_in,
                         gc_opts o) {
     if (o.h == 0) o.h = 1e-3f;
     if (o.tol == 0) o.tol = 1e-2f;
@@ -141,7 +141,7 @@ static double gradcheck(const char *name, gc_build_fn build, void *user, sf_tens
 }
 
 /* Compare two float arrays: |a-b| <= atol + rtol*|b|. Prints the first mismatches. */
-static int allclose(const char *what, const float *a, const float *b, size_t n, float rtol, float atol) {
+static __attribute__((unused)) int allclose(const char *what, const float *a, const float *b, size_t n, float rtol, float atol) {
     int bad = 0;
     double maxdiff = 0;
     for (size_t i = 0; i < n; i++) {

@@ -14,7 +14,7 @@
 #define SF_PATH_MAX 1024
 
 typedef struct sf_data_cfg {
-    char root[SF_PATH_MAX];   /* ImageNet-format folder: root/train/<class>/*, root/val/... */
+    char root[SF_PATH_MAX];   /* ImageNet-format folder: root/train/<class>/<image>, root/val/... */
     char train_split[64];     /* "train" */
     char val_split[64];       /* "val" */
     int workers;              /* loader threads (default 2) */
@@ -83,5 +83,11 @@ int sf_config_validate(const sf_config *cfg);
 int sf_config_write(const sf_config *cfg, const char *path);
 /* Prints the resolved settings as a boxed table (stdout). */
 void sf_config_print(const sf_config *cfg, FILE *f);
+/* Prints every key (type, default, allowed values, meaning) as a markdown table: the
+ * reference in docs/configs.md. */
+void sf_config_doc(FILE *f);
+/* Prints "key: a -> b" for every key whose value differs (f may be NULL); returns the
+ * number of differing keys (0 = same settings). */
+int sf_config_diff(const sf_config *a, const sf_config *b, FILE *f);
 
 #endif

@@ -74,4 +74,16 @@ void sf_model_info(const sf_model_cfg *cfg, FILE *f);
 size_t sf_model_param_count(const sf_model_cfg *cfg);
 double sf_model_macs(const sf_model_cfg *cfg);
 
+/* SimA order used by every SimA block from the next forward on (eval-time switch; the
+ * class-attention row always uses (q̂₀K̂ᵀ)V, its cheaper order). */
+void sf_model_set_sima_order(sf_model *m, sf_sima_order order);
+/* The token-norm record above is of batch element 0: q_norms and k_norms hold
+ * grid_h*grid_w floats each. With both buffers NULL only the grid is returned (0), so a
+ * caller can size its buffers before the forward. */
+
+/* Checkpoint loading at another image size (deit main.py --finetune): resizes a ViT
+ * pos_embed (1, 1+src_grid², C) to (1, 1+dst_grid², C); bicubic, align_corners=false, the
+ * cls row copied. Returns 0, or -1 with a message on bad sizes. */
+int sf_vit_interpolate_pos_embed(const float *src, int src_grid, float *dst, int dst_grid, int C);
+
 #endif

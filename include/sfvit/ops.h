@@ -73,11 +73,12 @@ typedef enum sf_sima_order {
     SF_SIMA_QK_FIRST,
     SF_SIMA_KV_FIRST,
 } sf_sima_order;
-/* O = Q K^T V per (b, h); q, k, v (B, H, N, D) (normalization is a separate op). */
+/* O = Q K^T V per (b, h); q (B, H, Nq, D), k and v (B, H, N, D) -> (B, H, Nq, D)
+ * (Nq = 1 for class attention; normalization is a separate op). AUTO resolves with N. */
 sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order);
 /* Resolves AUTO for given N and D. */
 sf_sima_order sf_sima_resolve(sf_sima_order order, int N, int D);
-/* O = softmax(scale * Q K^T) V per (b, h). */
+/* O = softmax(scale * Q K^T) V per (b, h); q (B, H, Nq, D), k and v (B, H, N, D). */
 sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float scale);
 /* XCA: q, k l2-normalized over tokens (eps 1e-12), A = tau_h * q^T k (D x D), softmax over
  * the last dim, O = V P^T; temperature (H) or shaped (H,1,1). */
@@ -97,8 +98,11 @@ typedef enum sf_nr_init {
 sf_tensor *sf_nr_pinv(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init);
 /* SOFT++: Z = D^-1/2 NR(A) D^-1/2 with D = diag(A 1). */
 sf_tensor *sf_soft_symnorm(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init);
-/* Relative residual ||A Y A - A||_F / ||A||_F of the last forward NR call (worst matrix),
- * so training can log when the iterations were not enough. */
+/* Relative residual ||P Y P - P||_F / ||P||_F of the last forward NR call (nr_pinv or
+ * soft_symnorm; worst matrix of the batch), P = A + 0.01 I for SF_NR_MASTER and P = A for
+ * SF_NR_PAPER, so training can log when the iterations were not enough. Small (<= ~1e-6 in
+ * float32) for a well-conditioned A; grows when cond(A) is too large for `iters`.
+ * Per process, not thread-safe: a plain static overwritten by every forward call. */
 float sf_nr_last_residual(void);
 
 /* ---- conv.c (im2col + sgemm) ---- */

@@ -1,38 +1,545 @@
-/* attention.c — placeholder until implemented. */
+/* attention.c — the attention cores with hand-derived backward passes:
+ *   - l1 / l2 normalization of each channel across tokens (SimA's Q̂, K̂; XCA's q̂, k̂),
+ *   - the SimA product O = Q K^T V, in either multiplication order,
+ *   - softmax attention (MSA, class attention, SOFT stage 4),
+ *   - XCA, cross-covariance attention, fused (l2 norms, D x D softmax, V P^T).
+ * Every matrix product goes through sf_gemm, one (b, h) slice at a time; OpenMP spreads the
+ * slices over threads (see attn_par_begin) and threads the non-GEMM loops.
+ *
+ * Deliberately not here: the q/k/v projections, head split and merge, the output projection
+ * (matmul.c, shape.c); attention dropout and masks (no model here uses them); a scale or
+ * softmax inside sf_sima (SimA has neither; its normalization is the separate op).
+ *
+ * Derivations: docs/math/attention.md; comments cite its sections as attention.md#<anchor>.
+ *
+ * Dimension legend: B batch, H heads, N tokens (keys and values), Nq query tokens (N, or 1
+ * for class attention), D head dim. Leading dims are flattened: L = B*H slices, each a
+ * contiguous (N, D) matrix.
+ */
 #include "ops_internal.h"
 
+#include <cblas.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many floats of work an OpenMP region costs more than it saves. */
+#define ATTN_OMP_MIN 32768
+
+/* Slice parallelism. The per-(b, h) products are small (197 x 64 x 64 for DeiT-S), and
+ * OpenBLAS's own threads cost more than they save there: on 2 cores, l1n + SimA over
+ * (16, 6, 197, 64) takes 26 ms forward with 2 BLAS threads and 10.5 ms with 1. So when
+ * there are at least as many slices as threads, each OpenMP thread takes whole slices and
+ * OpenBLAS runs single-threaded for the duration; with fewer slices (one big head) the
+ * loop stays serial and OpenBLAS threads each product. */
+typedef struct attn_par {
+    int on;        /* slices spread over OpenMP threads */
+    int nthr;      /* scratch slots needed (threads that may run a slice) */
+    int blas_prev; /* OpenBLAS thread count to restore */
+} attn_par;
+
+static attn_par attn_par_begin(int L) {
+    attn_par p = {0, 1, 0};
+#ifdef _OPENMP
+    int t = omp_get_max_threads();
+    if (t > 1 && L >= t && !omp_in_parallel()) {
+        p.on = 1;
+        p.nthr = t;
+        p.blas_prev = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+#else
+    (void)L;
+#endif
+    return p;
+}
+
+static void attn_par_end(attn_par p) {
+    if (p.on) openblas_set_num_threads(p.blas_prev);
+}
+
+/* Scratch slot of the calling thread (0 outside a parallel region). */
+static int attn_slot(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static float *attn_alloc(sf_ctx *g, size_t floats) {
+    return sf_arena_alloc(&g->arena, floats * sizeof(float));
+}
+
+/* Accumulate an op's gradient straight into the input's buffer (beta = 1 in sf_gemm), or
+ * NULL when the input does not require grad. */
+static float *attn_grad_or_null(sf_ctx *g, sf_tensor *t) {
+    return t->requires_grad ? sf_grad(g, t) : NULL;
+}
+
+/* ======================= column normalization across tokens ======================= */
+
+/* One (N, D) slice: s_j = sum_n |x_nj| (p = 1) or sqrt(sum_n x_nj^2) (p = 2);
+ * y = x / max(s_j, eps). s keeps the unclamped norm so backward can tell the branches
+ * apart (attention.md#l1). */
+static void colnorm_forward(float *y, float *s, const float *x, int N, int D, int p, float eps) {
+    for (int j = 0; j < D; j++) s[j] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * D;
+        if (p == 1)
+            for (int j = 0; j < D; j++) s[j] += fabsf(xr[j]);
+        else
+            for (int j = 0; j < D; j++) s[j] += xr[j] * xr[j];
+    }
+    if (p == 2)
+        for (int j = 0; j < D; j++) s[j] = sqrtf(s[j]);
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * D;
+        float *yr = y + (size_t)n * D;
+        for (int j = 0; j < D; j++) yr[j] = xr[j] / fmaxf(s[j], eps);
+    }
+}
+
+/* in the forward pass this was: y_nj = x_nj / max(s_j, eps), so now we have
+ * (attention.md#l1, #l2), with c_j = sum_m g_mj y_mj:
+ *   s_j > eps:  dx_nj += (g_nj - sign(y_nj) c_j) / s_j   (p = 1; sign(0) = 0)
+ *               dx_nj += (g_nj - y_nj c_j) / s_j         (p = 2)
+ *   s_j <= eps: dx_nj += g_nj / eps                      (the clamp is a constant)
+ * sign(y) = sign(x) because the divisor is positive. Both branches are one update,
+ * dx_nj += a_j (g_nj - dir_nj b_j) with a_j = 1 / max(s_j, eps) and b_j = c_j or 0, so
+ * the inner loop has no branch. `drop_norm_term` zeroes b on purpose (SFVIT_BREAK_BACKWARD)
+ * so the gradient check can be seen to fail. scratch holds 2 D floats. */
+static void colnorm_backward(float *dx, float *scratch, const float *dy, const float *y,
+                             const float *s, int N, int D, int p, float eps, int drop_norm_term) {
+    float *a = scratch, *b = scratch + D; // (D) each
+    for (int j = 0; j < D; j++) b[j] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
+        for (int j = 0; j < D; j++) b[j] += gr[j] * yr[j]; // c_j
+    }
+    for (int j = 0; j < D; j++) {
+        a[j] = 1.0f / fmaxf(s[j], eps);
+        if (s[j] <= eps || drop_norm_term) b[j] = 0.0f;
+    }
+    for (int n = 0; n < N; n++) {
+        const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
+        float *dr = dx + (size_t)n * D;
+        if (p == 1)
+            for (int j = 0; j < D; j++) {
+                float dir = (float)(yr[j] > 0.0f) - (float)(yr[j] < 0.0f);
+                dr[j] += a[j] * (gr[j] - dir * b[j]);
+            }
+        else
+            for (int j = 0; j < D; j++) dr[j] += a[j] * (gr[j] - yr[j] * b[j]);
+    }
+}
+
+typedef struct colnorm_saved {
+    float *norm; // (L, D) s_j before the eps clamp
+} colnorm_saved;
+
+static sf_tensor *colnorm_op(sf_ctx *g, sf_tensor *x, float eps, int p, sf_op op) {
+    SF_ASSERT(x->ndim >= 2, "%s needs (..., N, D), got %d dims", sf_op_table[op].name, x->ndim);
+    SF_ASSERT(eps > 0.0f, "%s: eps must be positive", sf_op_table[op].name);
+    int N = x->shape[x->ndim - 2], D = x->shape[x->ndim - 1];
+    int L = (int)(x->numel / ((size_t)N * D));
+    sf_tensor *y = sf_tensor_like(g, x);
+    float *s = attn_alloc(g, (size_t)L * D); // (L, D)
+#pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
+    for (int l = 0; l < L; l++) {
+        size_t off = (size_t)l * N * D;
+        colnorm_forward(y->data + off, s + (size_t)l * D, x->data + off, N, D, p, eps);
+    }
+    if (sf_needs_grad(g, &x, 1)) {
+        sf_node *node = sf_tape_push(g, op, y, &x, 1);
+        colnorm_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sv->norm = s;
+        node->saved = sv;
+        node->farg[0] = eps;
+        node->iarg[0] = p;
+    }
+    return y;
+}
+
+static void colnorm_op_backward(sf_ctx *g, sf_node *node, int drop_norm_term) {
+    sf_tensor *x = node->in[0], *y = node->out;
+    if (!x->requires_grad) return;
+    const colnorm_saved *sv = node->saved;
+    int N = x->shape[x->ndim - 2], D = x->shape[x->ndim - 1];
+    int L = (int)(x->numel / ((size_t)N * D));
+    int p = node->iarg[0];
+    float eps = node->farg[0];
+    float *dx = sf_grad(g, x);
+    float *c = attn_alloc(g, (size_t)L * 2 * D); // (L, 2, D) backward scratch per slice
+#pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
+    for (int l = 0; l < L; l++) {
+        size_t off = (size_t)l * N * D;
+        colnorm_backward(dx + off, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
+                         sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term);
+    }
+}
+
 sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps) {
-    (void)g; (void)x; (void)eps;
-    SF_ASSERT(0, "sf_l1norm_tokens not implemented");
+    return colnorm_op(g, x, eps, 1, SF_OP_L1NORM_TOKENS);
+}
+
+/* attention.md#l1 */
+void sf_l1norm_tokens_backward(sf_ctx *g, sf_node *node) {
+    colnorm_op_backward(g, node, sf_break_backward("l1norm_tokens"));
 }
 
 sf_tensor *sf_l2norm_tokens(sf_ctx *g, sf_tensor *x, float eps) {
-    (void)g; (void)x; (void)eps;
-    SF_ASSERT(0, "sf_l2norm_tokens not implemented");
+    return colnorm_op(g, x, eps, 2, SF_OP_L2NORM_TOKENS);
 }
 
-sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
-    (void)g; (void)q; (void)k; (void)v; (void)order;
-    SF_ASSERT(0, "sf_sima not implemented");
+/* attention.md#l2 */
+void sf_l2norm_tokens_backward(sf_ctx *g, sf_node *node) {
+    colnorm_op_backward(g, node, sf_break_backward("l2norm_tokens"));
 }
+
+/* ============================ shared shape checks ============================ */
+
+typedef struct attn_dims {
+    int L, Nq, N, D;
+} attn_dims;
+
+/* q (..., Nq, D), k and v (..., N, D) with equal leading dims. */
+static attn_dims attn_check(const sf_tensor *q, const sf_tensor *k, const sf_tensor *v,
+                            const char *op) {
+    char bq[64], bk[64], bv[64];
+    SF_ASSERT(q->ndim >= 2 && q->ndim == k->ndim && sf_same_shape(k, v), "%s: q %s k %s v %s", op,
+              sf_shape_str(q, bq, sizeof bq), sf_shape_str(k, bk, sizeof bk),
+              sf_shape_str(v, bv, sizeof bv));
+    int nd = q->ndim;
+    for (int i = 0; i < nd - 2; i++)
+        SF_ASSERT(q->shape[i] == k->shape[i], "%s: q %s and k %s differ in dim %d", op,
+                  sf_shape_str(q, bq, sizeof bq), sf_shape_str(k, bk, sizeof bk), i);
+    SF_ASSERT(q->shape[nd - 1] == k->shape[nd - 1], "%s: q %s and k %s differ in head dim", op,
+              sf_shape_str(q, bq, sizeof bq), sf_shape_str(k, bk, sizeof bk));
+    attn_dims d;
+    d.Nq = q->shape[nd - 2];
+    d.N = k->shape[nd - 2];
+    d.D = k->shape[nd - 1];
+    d.L = (int)(k->numel / ((size_t)d.N * d.D));
+    return d;
+}
+
+/* In place over rows (R, C): subtract the row max, exponentiate, normalize. */
+static void softmax_rows(float *z, int R, int C) {
+#pragma omp parallel for if ((size_t)R * C >= ATTN_OMP_MIN)
+    for (int r = 0; r < R; r++) {
+        float *zr = z + (size_t)r * C;
+        float mx = zr[0];
+        for (int j = 1; j < C; j++) mx = fmaxf(mx, zr[j]);
+        float sum = 0.0f;
+        for (int j = 0; j < C; j++) {
+            zr[j] = expf(zr[j] - mx);
+            sum += zr[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < C; j++) zr[j] *= inv;
+    }
+}
+
+/* in the forward pass this was: P = row-softmax(Z), so now we have (attention.md#msa)
+ * dZ = P ⊙ (dP - rowsum(dP ⊙ P) 1^T); overwrites dP (R, C) with dZ. */
+static void softmax_rows_backward(float *dp, const float *p, int R, int C) {
+#pragma omp parallel for if ((size_t)R * C >= ATTN_OMP_MIN)
+    for (int r = 0; r < R; r++) {
+        float *dr = dp + (size_t)r * C;
+        const float *pr = p + (size_t)r * C;
+        float dot = 0.0f;
+        for (int j = 0; j < C; j++) dot += dr[j] * pr[j];
+        for (int j = 0; j < C; j++) dr[j] = pr[j] * (dr[j] - dot);
+    }
+}
+
+/* ================================ SimA product ================================ */
 
 sf_sima_order sf_sima_resolve(sf_sima_order order, int N, int D) {
-    (void)order; (void)N; (void)D;
-    SF_ASSERT(0, "sf_sima_resolve not implemented");
+    if (order != SF_SIMA_AUTO) return order;
+    /* The official rule (sima.py, paper Alg. 1): the N x N product when N < D. */
+    return N < D ? SF_SIMA_QK_FIRST : SF_SIMA_KV_FIRST;
 }
+
+/* Naive reference for one slice, O = (Q K^T) V in plain loops (double accumulation):
+ * kept next to the GEMM kernel for reading and debugging; tests carry their own copy. */
+static void sima_slice_naive(float *o, const float *q, const float *k, const float *v, int Nq,
+                             int N, int D) __attribute__((unused));
+static void sima_slice_naive(float *o, const float *q, const float *k, const float *v, int Nq,
+                             int N, int D) {
+    for (int i = 0; i < Nq; i++)
+        for (int e = 0; e < D; e++) {
+            double acc = 0.0;
+            for (int n = 0; n < N; n++) {
+                double qk = 0.0;
+                for (int j = 0; j < D; j++) qk += (double)q[i * D + j] * k[n * D + j];
+                acc += qk * v[n * D + e];
+            }
+            o[i * D + e] = (float)acc;
+        }
+}
+
+/* Saved: the intermediate of the forward order, so backward reuses it. */
+typedef struct sima_saved {
+    float *mid; // (L, Nq, N) S = Q K^T (qk-first) or (L, D, D) U = K^T V (kv-first)
+} sima_saved;
+
+sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
+    attn_dims d = attn_check(q, k, v, "sima");
+    int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
+    order = sf_sima_resolve(order, N, D);
+    sf_tensor *in[3] = {q, k, v};
+    int rec = sf_needs_grad(g, in, 3);
+    size_t per = order == SF_SIMA_QK_FIRST ? (size_t)Nq * N : (size_t)D * D;
+    attn_par par = attn_par_begin(L);
+    // (L, Nq, N) or (L, D, D) when recording, else one slice per thread
+    float *mid = attn_alloc(g, (size_t)(rec ? L : par.nthr) * per);
+    sf_tensor *o = sf_tensor_like(g, q); // (L, Nq, D)
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        const float *ql = q->data + (size_t)l * Nq * D; // (Nq, D)
+        const float *kl = k->data + (size_t)l * N * D;  // (N, D)
+        const float *vl = v->data + (size_t)l * N * D;  // (N, D)
+        float *ol = o->data + (size_t)l * Nq * D;       // (Nq, D)
+        float *m = mid + (size_t)(rec ? l : attn_slot()) * per;
+        if (order == SF_SIMA_QK_FIRST) {
+            sf_gemm(0, 1, Nq, N, D, 1.0f, ql, kl, 0.0f, m); // S = Q K^T   (Nq, N)
+            sf_gemm(0, 0, Nq, D, N, 1.0f, m, vl, 0.0f, ol); // O = S V     (Nq, D)
+        } else {
+            sf_gemm(1, 0, D, D, N, 1.0f, kl, vl, 0.0f, m);  // U = K^T V   (D, D)
+            sf_gemm(0, 0, Nq, D, D, 1.0f, ql, m, 0.0f, ol); // O = Q U     (Nq, D)
+        }
+    }
+    attn_par_end(par);
+    if (rec) {
+        sf_node *node = sf_tape_push(g, SF_OP_SIMA, o, in, 3);
+        sima_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sv->mid = mid;
+        node->saved = sv;
+        node->iarg[0] = (int)order;
+    }
+    return o;
+}
+
+/* The backward follows the forward's order, reusing its saved S or U (attention.md#sima).
+ * qk-first, forward: S = Q K^T; O = S V. So:
+ *   dV += S^T G;  dS = G V^T;  dQ += dS K;  dK += dS^T Q          (4 Nq N D MACs)
+ * kv-first, forward: U = K^T V; O = Q U. So:
+ *   dQ += G U^T;  dU = Q^T G;  dK += V dU^T;  dV += K dU         (4 N D^2 MACs for Nq = N) */
+void sf_sima_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *o = node->out;
+    attn_dims d = attn_check(q, k, v, "sima");
+    int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
+    sf_sima_order order = (sf_sima_order)node->iarg[0];
+    const sima_saved *sv = node->saved;
+    float *dq = attn_grad_or_null(g, q), *dk = attn_grad_or_null(g, k);
+    float *dv = attn_grad_or_null(g, v);
+    int broken = sf_break_backward("sima");
+    size_t per = order == SF_SIMA_QK_FIRST ? (size_t)Nq * N : (size_t)D * D;
+    attn_par par = attn_par_begin(L);
+    float *dmid_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dS or (D, D) dU
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        float *dmid = dmid_all + (size_t)attn_slot() * per;
+        const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
+        const float *vl = v->data + (size_t)l * N * D;
+        const float *gl = o->grad + (size_t)l * Nq * D; // (Nq, D)
+        const float *m = sv->mid + (size_t)l * per;
+        float *dql = dq ? dq + (size_t)l * Nq * D : NULL, *dkl = dk ? dk + (size_t)l * N * D : NULL;
+        float *dvl = dv ? dv + (size_t)l * N * D : NULL;
+        if (order == SF_SIMA_QK_FIRST) {
+            if (dvl) sf_gemm(1, 0, N, D, Nq, 1.0f, m, gl, 1.0f, dvl);      // dV += S^T G
+            if (dql || dkl) {
+                sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);         // dS = G V^T
+                if (dql) sf_gemm(0, 0, Nq, D, N, 1.0f, dmid, kl, 1.0f, dql); // dQ += dS K
+                if (dkl && !broken)
+                    sf_gemm(1, 0, N, D, Nq, 1.0f, dmid, ql, 1.0f, dkl);     // dK += dS^T Q
+            }
+        } else {
+            if (dql) sf_gemm(0, 1, Nq, D, D, 1.0f, gl, m, 1.0f, dql);      // dQ += G U^T
+            if (dkl || dvl) {
+                sf_gemm(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);         // dU = Q^T G
+                if (dkl && !broken)
+                    sf_gemm(0, 1, N, D, D, 1.0f, vl, dmid, 1.0f, dkl);      // dK += V dU^T
+                if (dvl) sf_gemm(0, 0, N, D, D, 1.0f, kl, dmid, 1.0f, dvl); // dV += K dU
+            }
+        }
+    }
+    attn_par_end(par);
+}
+
+/* ============================== softmax attention ============================== */
+
+typedef struct msa_saved {
+    float *p; // (L, Nq, N) attention probabilities
+} msa_saved;
 
 sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float scale) {
-    (void)g; (void)q; (void)k; (void)v; (void)scale;
-    SF_ASSERT(0, "sf_msa not implemented");
+    attn_dims d = attn_check(q, k, v, "msa");
+    int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
+    sf_tensor *in[3] = {q, k, v};
+    int rec = sf_needs_grad(g, in, 3);
+    size_t per = (size_t)Nq * N;
+    attn_par par = attn_par_begin(L);
+    float *p = attn_alloc(g, (size_t)(rec ? L : par.nthr) * per); // (L, Nq, N) or one per thread
+    sf_tensor *o = sf_tensor_like(g, q);                           // (L, Nq, D)
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
+        const float *vl = v->data + (size_t)l * N * D;
+        float *pl = p + (size_t)(rec ? l : attn_slot()) * per;
+        sf_gemm(0, 1, Nq, N, D, scale, ql, kl, 0.0f, pl);                    // Z = s Q K^T
+        softmax_rows(pl, Nq, N);                                              // P = softmax(Z)
+        sf_gemm(0, 0, Nq, D, N, 1.0f, pl, vl, 0.0f, o->data + (size_t)l * Nq * D); // O = P V
+    }
+    attn_par_end(par);
+    if (rec) {
+        sf_node *node = sf_tape_push(g, SF_OP_MSA, o, in, 3);
+        msa_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sv->p = p;
+        node->saved = sv;
+        node->farg[0] = scale;
+    }
+    return o;
 }
+
+/* in the forward pass this was: Z = s Q K^T; P = softmax(Z); O = P V, so now we have
+ * (attention.md#msa): dV += P^T G; dP = G V^T; dZ = P ⊙ (dP - rowsum(dP ⊙ P));
+ * dQ += s dZ K; dK += s dZ^T Q. */
+void sf_msa_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *o = node->out;
+    attn_dims d = attn_check(q, k, v, "msa");
+    int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
+    float scale = node->farg[0];
+    const msa_saved *sv = node->saved;
+    float *dq = attn_grad_or_null(g, q), *dk = attn_grad_or_null(g, k);
+    float *dv = attn_grad_or_null(g, v);
+    int broken = sf_break_backward("msa");
+    size_t per = (size_t)Nq * N;
+    attn_par par = attn_par_begin(L);
+    float *dz_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dP, then dZ
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        float *dz = dz_all + (size_t)attn_slot() * per;
+        const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
+        const float *vl = v->data + (size_t)l * N * D;
+        const float *gl = o->grad + (size_t)l * Nq * D;
+        const float *pl = sv->p + (size_t)l * per;
+        if (dv) sf_gemm(1, 0, N, D, Nq, 1.0f, pl, gl, 1.0f, dv + (size_t)l * N * D); // dV += P^T G
+        if (!dq && !dk) continue;
+        sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dz); // dP = G V^T
+        if (!broken) softmax_rows_backward(dz, pl, Nq, N); // dZ (the teeth skip the Jacobian)
+        if (dq) sf_gemm(0, 0, Nq, D, N, scale, dz, kl, 1.0f, dq + (size_t)l * Nq * D); // dQ += s dZ K
+        if (dk) sf_gemm(1, 0, N, D, Nq, scale, dz, ql, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
+    }
+    attn_par_end(par);
+}
+
+/* ============================ XCA (channel attention) ============================ */
+
+#define XCA_EPS 1e-12f /* F.normalize default, as xcit.py */
+
+typedef struct xca_saved {
+    float *qn, *kn; // (L, N, D) q̂, k̂: l2-normalized over tokens
+    float *sq, *sk; // (L, D) column norms before the eps clamp
+    float *cm;      // (L, D, D) Cm = q̂^T k̂
+    float *p;       // (L, D, D) P = softmax(tau_h Cm)
+} xca_saved;
 
 sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor *temperature) {
-    (void)g; (void)q; (void)k; (void)v; (void)temperature;
-    SF_ASSERT(0, "sf_xca not implemented");
+    char bq[64], bt[64];
+    attn_dims d = attn_check(q, k, v, "xca");
+    SF_ASSERT(q->ndim == 4 && d.Nq == d.N, "xca: q %s must be (B, H, N, D) like k",
+              sf_shape_str(q, bq, sizeof bq));
+    int H = q->shape[1], L = d.L, N = d.N, D = d.D;
+    SF_ASSERT((int)temperature->numel == H, "xca: temperature %s needs H = %d elements",
+              sf_shape_str(temperature, bt, sizeof bt), H);
+    sf_tensor *in[4] = {q, k, v, temperature};
+    int rec = sf_needs_grad(g, in, 4);
+    attn_par par = attn_par_begin(L);
+    int S = rec ? L : par.nthr; // slices kept: all when recording, else one per thread
+    xca_saved sv;
+    sv.qn = attn_alloc(g, (size_t)S * N * D);
+    sv.kn = attn_alloc(g, (size_t)S * N * D);
+    sv.sq = attn_alloc(g, (size_t)S * D);
+    sv.sk = attn_alloc(g, (size_t)S * D);
+    sv.cm = attn_alloc(g, (size_t)S * D * D);
+    sv.p = attn_alloc(g, (size_t)S * D * D);
+    sf_tensor *o = sf_tensor_like(g, q); // (B, H, N, D)
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        int s = rec ? l : attn_slot();
+        size_t nd = (size_t)l * N * D, snd = (size_t)s * N * D, sdd = (size_t)s * D * D;
+        float tau = temperature->data[l % H];
+        float *qn = sv.qn + snd, *kn = sv.kn + snd, *cm = sv.cm + sdd, *p = sv.p + sdd;
+        colnorm_forward(qn, sv.sq + (size_t)s * D, q->data + nd, N, D, 2, XCA_EPS);
+        colnorm_forward(kn, sv.sk + (size_t)s * D, k->data + nd, N, D, 2, XCA_EPS);
+        sf_gemm(1, 0, D, D, N, 1.0f, qn, kn, 0.0f, cm); // Cm = q̂^T k̂      (D, D)
+        for (int i = 0; i < D * D; i++) p[i] = tau * cm[i]; // A = tau Cm
+        softmax_rows(p, D, D);                              // P = softmax(A) over key channels
+        sf_gemm(0, 1, N, D, D, 1.0f, v->data + nd, p, 0.0f, o->data + nd); // O = V P^T (N, D)
+    }
+    attn_par_end(par);
+    if (rec) {
+        sf_node *node = sf_tape_push(g, SF_OP_XCA, o, in, 4);
+        xca_saved *keep = sf_arena_alloc(&g->arena, sizeof(*keep));
+        *keep = sv;
+        node->saved = keep;
+    }
+    return o;
 }
 
-void sf_l1norm_tokens_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_l2norm_tokens_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_sima_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_msa_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_xca_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
+/* in the forward pass this was (attention.md#xca):
+ *   q̂ = l2n(q); k̂ = l2n(k); Cm = q̂^T k̂; A = tau Cm; P = softmax(A); O = V P^T
+ * so now we have:
+ *   dV += G P; dP = G^T V; dA = P ⊙ (dP - rowsum(dP ⊙ P)); dtau_h += sum_ij dA_ij Cm_ij;
+ *   dCm = tau dA; dq̂ = k̂ dCm^T; dk̂ = q̂ dCm; then the l2 backward (attention.md#l2). */
+void sf_xca_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *t = node->in[3];
+    sf_tensor *o = node->out;
+    attn_dims d = attn_check(q, k, v, "xca");
+    int H = q->shape[1], L = d.L, N = d.N, D = d.D;
+    const xca_saved *sv = node->saved;
+    float *dq = attn_grad_or_null(g, q), *dk = attn_grad_or_null(g, k);
+    float *dv = attn_grad_or_null(g, v), *dt = attn_grad_or_null(g, t);
+    int broken = sf_break_backward("xca");
+    attn_par par = attn_par_begin(L);
+    size_t per = (size_t)D * D + 2 * (size_t)N * D + 2 * (size_t)D;
+    float *scratch = attn_alloc(g, (size_t)par.nthr * per);
+    float *dtau = attn_alloc(g, (size_t)L); // (L) per-slice share of dtau, summed below
+#pragma omp parallel for schedule(static) if (par.on)
+    for (int l = 0; l < L; l++) {
+        float *da = scratch + (size_t)attn_slot() * per; // (D, D) dP, then dA in place
+        float *dqn = da + (size_t)D * D;                 // (N, D) dq̂
+        float *dkn = dqn + (size_t)N * D;                // (N, D) dk̂
+        float *c = dkn + (size_t)N * D;                  // (2, D) scratch of the l2 backward
+        size_t nd = (size_t)l * N * D, dd = (size_t)l * D * D;
+        int h = l % H;
+        float tau = t->data[h];
+        const float *gl = o->grad + nd, *p = sv->p + dd, *cm = sv->cm + dd;
+        const float *qn = sv->qn + nd, *kn = sv->kn + nd;
+        if (dv) sf_gemm(0, 0, N, D, D, 1.0f, gl, p, 1.0f, dv + nd); // dV += G P
+        if (!dq && !dk && !dt) continue;
+        sf_gemm(1, 0, D, D, N, 1.0f, gl, v->data + nd, 0.0f, da); // dP = G^T V
+        softmax_rows_backward(da, p, D, D);                        // dA
+        if (dt) {
+            double acc = 0.0;
+            for (int i = 0; i < D * D; i++) acc += (double)da[i] * cm[i];
+            dtau[l] = (float)acc;
+        }
+        if (dq) {
+            sf_gemm(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
+            colnorm_backward(dq + nd, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0);
+        }
+        if (dk) {
+            sf_gemm(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
+            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, 0);
+        }
+    }
+    attn_par_end(par);
+    /* dtau_h sums over the batch; serial so threads never race on one head's entry. */
+    if (dt && !broken)
+        for (int l = 0; l < L; l++) dt[l % H] += dtau[l];
+}

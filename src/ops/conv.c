@@ -1,15 +1,361 @@
-/* conv.c — placeholder until implemented. */
+/* conv.c — 2-D convolution (im2col + one GEMM per batch element and group, col2im in the
+ * backward) and average pooling. Derivations: docs/math/soft_conv_norm.md#convolution.
+ *
+ * A direct kernel handles the depthwise case (groups == C_in == C_out: LPI's 3×3 and SOFT's
+ * V-conv), where im2col would feed GEMMs with one output row; the im2col path stays the
+ * reference and the tests compare the two (sf_conv2d_set_direct).
+ *
+ * Deliberately not here: dilation, asymmetric stride/padding, padding modes other than zeros,
+ * padded or ceil-mode pooling (no model needs them).
+ *
+ * Dimension legend: B batch, C channels (Cin, Cout; Cg = Cin/groups, Og = Cout/groups per
+ * group), H W input height/width, Ho Wo output height/width, kh kw kernel size.
+ */
 #include "ops_internal.h"
 
-sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad, int groups) {
-    (void)g; (void)x; (void)w; (void)b; (void)stride; (void)pad; (void)groups;
-    SF_ASSERT(0, "sf_conv2d not implemented");
+#include <string.h>
+
+static int conv_direct_enabled = 1;
+
+void sf_conv2d_set_direct(int enabled) { conv_direct_enabled = enabled; }
+
+/* Geometry shared by forward and backward (derived from the shapes plus iarg). */
+typedef struct conv_geom {
+    int B, Cin, H, W, Cout, kh, kw, stride, pad, groups, Cg, Og, Ho, Wo;
+} conv_geom;
+
+static conv_geom conv_geom_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad,
+                              int groups) {
+    conv_geom c = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
+                   w->shape[3], stride, pad, groups, 0, 0, 0, 0};
+    c.Cg = c.Cin / groups;
+    c.Og = c.Cout / groups;
+    c.Ho = (c.H + 2 * pad - c.kh) / stride + 1;
+    c.Wo = (c.W + 2 * pad - c.kw) / stride + 1;
+    return c;
 }
+
+/* Output columns oj in [*lo, *hi) read input column oj*s − p + k inside [0, W). */
+static void valid_range(int k, int s, int p, int W, int Wo, int *lo, int *hi) {
+    int a = p - k;                                  // need oj*s >= a
+    int l0 = a <= 0 ? 0 : (a + s - 1) / s;
+    int b = W - 1 + p - k;                          // need oj*s <= b
+    int h0 = b < 0 ? 0 : b / s + 1;
+    *lo = l0;
+    *hi = h0 < Wo ? h0 : Wo;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Unit-stride row kernels (direct path and col2im). `omp simd` asks for vectorization that the -O2
+ * cost model would otherwise decline for an unknown trip count. */
+static inline void row_axpy(float *restrict d, const float *restrict s, float a, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) d[i] += a * s[i];
+}
+
+static inline float row_dot(const float *restrict a, const float *restrict b, int n) {
+    float acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int i = 0; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* cols (C·kh·kw, Ho·Wo) from x (C, H, W): row (c, ki, kj) holds the input pixel each output
+ * position sees through kernel tap (ki, kj); zero where the tap falls in the padding.
+ * Serial on purpose, like col2im_add: it runs between two sgemm calls, where an OpenMP team
+ * (spinning after its region) would compete with OpenBLAS's threads for the cores, and the copy
+ * costs ~1/Og of the GEMM that follows. */
+static void im2col(float *cols, const float *x, int C, const conv_geom *c) {
+    const int rows = C * c->kh * c->kw, HoWo = c->Ho * c->Wo;
+    for (int r = 0; r < rows; r++) {
+        const int ch = r / (c->kh * c->kw), ki = (r / c->kw) % c->kh, kj = r % c->kw;
+        const float *src = x + (size_t)ch * c->H * c->W;
+        float *dst = cols + (size_t)r * HoWo;
+        int lo, hi;
+        valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
+        for (int oi = 0; oi < c->Ho; oi++) {
+            float *d = dst + (size_t)oi * c->Wo;
+            const int ii = oi * c->stride - c->pad + ki;
+            if (ii < 0 || ii >= c->H) {
+                memset(d, 0, (size_t)c->Wo * sizeof(float));
+                continue;
+            }
+            const float *s = src + (size_t)ii * c->W;
+            const int off = kj - c->pad;
+            for (int oj = 0; oj < lo; oj++) d[oj] = 0;
+            if (c->stride == 1) memcpy(d + lo, s + lo + off, (size_t)(hi - lo) * sizeof(float));
+            else
+                for (int oj = lo; oj < hi; oj++) d[oj] = s[oj * c->stride + off];
+            for (int oj = hi; oj < c->Wo; oj++) d[oj] = 0;
+        }
+    }
+}
+
+/* dx (C, H, W) += col2im(dcols): the adjoint of im2col, a scatter-add (overlapping taps of a
+ * channel add onto the same pixel). */
+static void col2im_add(float *dx, const float *dcols, int C, const conv_geom *c) {
+    const int HoWo = c->Ho * c->Wo;
+    for (int ch = 0; ch < C; ch++) {
+        float *dst = dx + (size_t)ch * c->H * c->W;
+        for (int ki = 0; ki < c->kh; ki++)
+            for (int kj = 0; kj < c->kw; kj++) {
+                const float *src = dcols + ((size_t)(ch * c->kh + ki) * c->kw + kj) * HoWo;
+                int lo, hi;
+                valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
+                for (int oi = 0; oi < c->Ho; oi++) {
+                    const int ii = oi * c->stride - c->pad + ki;
+                    if (ii < 0 || ii >= c->H) continue;
+                    float *d = dst + (size_t)ii * c->W;
+                    const float *s = src + (size_t)oi * c->Wo;
+                    const int off = kj - c->pad;
+                    if (c->stride == 1)
+                        row_axpy(d + lo + off, s + lo, 1.0f, hi - lo);
+                    else
+                        for (int oj = lo; oj < hi; oj++) d[oj * c->stride + off] += s[oj];
+                }
+            }
+    }
+}
+
+static int conv_is_pointwise(const conv_geom *c) {
+    return c->kh == 1 && c->kw == 1 && c->stride == 1 && c->pad == 0;
+}
+
+/* Direct depthwise forward for one (b, c) plane: y (Ho, Wo) = Σ_taps w[ki,kj]·x shifted. */
+static void dw_plane_forward(float *y, const float *x, const float *w, const conv_geom *c) {
+    memset(y, 0, (size_t)c->Ho * c->Wo * sizeof(float));
+    for (int ki = 0; ki < c->kh; ki++)
+        for (int kj = 0; kj < c->kw; kj++) {
+            const float wv = w[ki * c->kw + kj];
+            int lo, hi;
+            valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
+            for (int oi = 0; oi < c->Ho; oi++) {
+                const int ii = oi * c->stride - c->pad + ki;
+                if (ii < 0 || ii >= c->H) continue;
+                const float *s = x + (size_t)ii * c->W;
+                float *d = y + (size_t)oi * c->Wo;
+                const int off = kj - c->pad;
+                if (c->stride == 1)
+                    row_axpy(d + lo, s + lo + off, wv, hi - lo);
+                else
+                    for (int oj = lo; oj < hi; oj++) d[oj] += wv * s[oj * c->stride + off];
+            }
+        }
+}
+
+sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
+                     int groups) {
+    char bx[64], bw[64];
+    SF_ASSERT(x->ndim == 4 && w->ndim == 4 && groups >= 1 && stride >= 1 && pad >= 0 &&
+                  x->shape[1] % groups == 0 && w->shape[0] % groups == 0 &&
+                  w->shape[1] * groups == x->shape[1],
+              "conv2d: x %s, w %s, groups %d, stride %d, pad %d do not fit",
+              sf_shape_str(x, bx, sizeof bx), sf_shape_str(w, bw, sizeof bw), groups, stride, pad);
+    SF_ASSERT(!b || (b->numel == (size_t)w->shape[0]), "conv2d: bias must have Cout elements");
+    const conv_geom c = conv_geom_of(x, w, stride, pad, groups);
+    SF_ASSERT(c.Ho >= 1 && c.Wo >= 1, "conv2d: kernel larger than the padded input %s",
+              sf_shape_str(x, bx, sizeof bx));
+    const int HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
+    const int direct = conv_direct_enabled && groups == c.Cin && groups == c.Cout;
+    sf_tensor *out = sf_tensor_new4(g, c.B, c.Cout, c.Ho, c.Wo);  // (B, Cout, Ho, Wo)
+
+    if (direct) {
+#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
+        for (int p = 0; p < c.B * c.Cout; p++)
+            dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
+                             w->data + (size_t)(p % c.Cout) * c.kh * c.kw, &c);
+    } else {
+        /* One column buffer, reused for every (b, group): arena scratch, no malloc. */
+        float *cols = conv_is_pointwise(&c)
+                          ? NULL
+                          : sf_arena_alloc(&g->arena, (size_t)K * HoWo * sizeof(float));  // (K, HoWo)
+        for (int bi = 0; bi < c.B; bi++)
+            for (int gr = 0; gr < groups; gr++) {
+                const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
+                if (cols) im2col(cols, xg, c.Cg, &c);
+                sf_gemm(0, 0, c.Og, HoWo, K, 1.0f, w->data + (size_t)gr * c.Og * K, cols ? cols : xg,
+                        0.0f, out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
+            }
+    }
+    if (b) {
+#pragma omp parallel for if (out->numel > 32768)
+        for (int p = 0; p < c.B * c.Cout; p++) {
+            float *y = out->data + (size_t)p * HoWo;
+            const float bv = b->data[p % c.Cout];
+            for (int i = 0; i < HoWo; i++) y[i] += bv;
+        }
+    }
+
+    sf_tensor *ins[3] = {x, w, b};
+    if (sf_needs_grad(g, ins, 3)) {
+        sf_node *node = sf_tape_push(g, SF_OP_CONV2D, out, ins, b ? 3 : 2);
+        node->iarg[0] = stride;
+        node->iarg[1] = pad;
+        node->iarg[2] = groups;
+        node->iarg[3] = direct;  // the backward takes the same path as the forward
+    }
+    return out;
+}
+
+/* In the forward pass this was: Y_bg = W_g · cols(x_bg) + b.
+ * So: dW_g += G_bg · cols(x_bg)ᵀ; dcols = W_gᵀ · G_bg, dx_bg += col2im(dcols); db += Σ G.
+ * The columns are rebuilt here instead of saved: one batch element's worth of scratch instead of
+ * the whole batch's. */
+void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
+    const conv_geom c = conv_geom_of(x, w, node->iarg[0], node->iarg[1], node->iarg[2]);
+    const int direct = node->iarg[3], HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
+    const float *G = node->out->grad;  // (B, Cout, Ho, Wo)
+    /* teeth: dW from the last batch element only (a lost accumulation over the batch) */
+    const int broken = sf_break_backward("conv2d");
+    float *dx = x->requires_grad ? sf_grad(g, x) : NULL;  // (B, Cin, H, W)
+    float *dw = w->requires_grad ? sf_grad(g, w) : NULL;  // (Cout, Cg, kh, kw)
+
+    if (b && b->requires_grad) {
+        float *db = sf_grad(g, b);
+        for (int bi = 0; bi < c.B; bi++)
+            for (int co = 0; co < c.Cout; co++) {
+                const float *gp = G + ((size_t)bi * c.Cout + co) * HoWo;
+                float s = 0;
+                for (int i = 0; i < HoWo; i++) s += gp[i];
+                db[co] += s;
+            }
+    }
+
+    if (direct) {
+        const int k2 = c.kh * c.kw;
+        if (dx) {
+            /* dx[ii, jj] += w[ki, kj]·G[oi, oj] over the taps that read (ii, jj) */
+#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
+            for (int p = 0; p < c.B * c.Cout; p++) {
+                const float *gp = G + (size_t)p * HoWo, *wp = w->data + (size_t)(p % c.Cout) * k2;
+                float *dxp = dx + (size_t)p * c.H * c.W;
+                for (int ki = 0; ki < c.kh; ki++)
+                    for (int kj = 0; kj < c.kw; kj++) {
+                        int lo, hi;
+                        valid_range(kj, c.stride, c.pad, c.W, c.Wo, &lo, &hi);
+                        for (int oi = 0; oi < c.Ho; oi++) {
+                            const int ii = oi * c.stride - c.pad + ki;
+                            if (ii < 0 || ii >= c.H) continue;
+                            float *d = dxp + (size_t)ii * c.W;
+                            const float *s = gp + (size_t)oi * c.Wo;
+                            const float wv = wp[ki * c.kw + kj];
+                            const int off = kj - c.pad;
+                            if (c.stride == 1)
+                                row_axpy(d + lo + off, s + lo, wv, hi - lo);
+                            else
+                                for (int oj = lo; oj < hi; oj++) d[oj * c.stride + off] += wv * s[oj];
+                        }
+                    }
+            }
+        }
+        if (dw) {
+            /* dw[c, ki, kj] += Σ_{b, oi, oj} G[b, c, oi, oj]·x[b, c, ii, jj]; one thread per channel */
+#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
+            for (int ch = 0; ch < c.Cout; ch++)
+                for (int bi = broken ? c.B - 1 : 0; bi < c.B; bi++) {
+                    const size_t p = (size_t)bi * c.Cout + ch;
+                    const float *gp = G + p * HoWo, *xp = x->data + p * c.H * c.W;
+                    for (int ki = 0; ki < c.kh; ki++)
+                        for (int kj = 0; kj < c.kw; kj++) {
+                            int lo, hi;
+                            valid_range(kj, c.stride, c.pad, c.W, c.Wo, &lo, &hi);
+                            float acc = 0;
+                            for (int oi = 0; oi < c.Ho; oi++) {
+                                const int ii = oi * c.stride - c.pad + ki;
+                                if (ii < 0 || ii >= c.H) continue;
+                                const float *s = xp + (size_t)ii * c.W;
+                                const float *gr = gp + (size_t)oi * c.Wo;
+                                const int off = kj - c.pad;
+                                if (c.stride == 1)
+                                    acc += row_dot(gr + lo, s + lo + off, hi - lo);
+                                else
+                                    for (int oj = lo; oj < hi; oj++) acc += gr[oj] * s[oj * c.stride + off];
+                            }
+                            dw[(size_t)ch * k2 + ki * c.kw + kj] += acc;
+                        }
+                }
+        }
+        return;
+    }
+
+    const int pointwise = conv_is_pointwise(&c);
+    float *cols = NULL, *dcols = NULL;
+    if (!pointwise) {
+        cols = sf_arena_alloc(&g->arena, (size_t)2 * K * HoWo * sizeof(float));  // (K, HoWo)
+        dcols = cols + (size_t)K * HoWo;                                          // (K, HoWo)
+    }
+    for (int bi = 0; bi < c.B; bi++)
+        for (int gr = 0; gr < c.groups; gr++) {
+            const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
+            const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
+            const float *Wg = w->data + (size_t)gr * c.Og * K;                         // (Og, K)
+            if (dw && !(broken && bi != c.B - 1)) {
+                if (!pointwise) im2col(cols, x->data + xoff, c.Cg, &c);
+                sf_gemm(0, 1, c.Og, K, HoWo, 1.0f, Gbg, pointwise ? x->data + xoff : cols, 1.0f,
+                        dw + (size_t)gr * c.Og * K);
+            }
+            if (dx) {
+                if (pointwise) {
+                    sf_gemm(1, 0, K, HoWo, c.Og, 1.0f, Wg, Gbg, 1.0f, dx + xoff);
+                } else {
+                    sf_gemm(1, 0, K, HoWo, c.Og, 1.0f, Wg, Gbg, 0.0f, dcols);
+                    col2im_add(dx + xoff, dcols, c.Cg, &c);
+                }
+            }
+        }
+}
+
+/* ---- average pooling (docs/math/soft_conv_norm.md#average-pooling) ---- */
 
 sf_tensor *sf_avgpool2d(sf_ctx *g, sf_tensor *x, int k, int stride) {
-    (void)g; (void)x; (void)k; (void)stride;
-    SF_ASSERT(0, "sf_avgpool2d not implemented");
+    char bx[64];
+    SF_ASSERT(x->ndim == 4 && k >= 1 && stride >= 1 && x->shape[2] >= k && x->shape[3] >= k,
+              "avgpool2d: x %s, k %d, stride %d", sf_shape_str(x, bx, sizeof bx), k, stride);
+    const int H = x->shape[2], W = x->shape[3];
+    const int Ho = (H - k) / stride + 1, Wo = (W - k) / stride + 1;
+    const int planes = x->shape[0] * x->shape[1];
+    sf_tensor *out = sf_tensor_new4(g, x->shape[0], x->shape[1], Ho, Wo);  // (B, C, Ho, Wo)
+    const float inv = 1.0f / (float)(k * k);
+#pragma omp parallel for if (x->numel > 32768)
+    for (int p = 0; p < planes; p++) {
+        const float *xp = x->data + (size_t)p * H * W;
+        float *y = out->data + (size_t)p * Ho * Wo;
+        for (int oi = 0; oi < Ho; oi++)
+            for (int oj = 0; oj < Wo; oj++) {
+                float s = 0;
+                for (int u = 0; u < k; u++)
+                    for (int v = 0; v < k; v++) s += xp[(size_t)(oi * stride + u) * W + oj * stride + v];
+                y[oi * Wo + oj] = s * inv;
+            }
+    }
+    if (sf_needs_grad(g, &x, 1)) {
+        sf_node *node = sf_tape_push(g, SF_OP_AVGPOOL2D, out, &x, 1);
+        node->iarg[0] = k;
+        node->iarg[1] = stride;
+    }
+    return out;
 }
 
-void sf_conv2d_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_avgpool2d_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
+/* In the forward pass this was: y[oi, oj] = mean of the k×k window at (oi·s, oj·s).
+ * So every pixel of that window receives G[oi, oj]/k²; overlapping windows add. */
+void sf_avgpool2d_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0];
+    if (!x->requires_grad) return;
+    const int k = node->iarg[0], stride = node->iarg[1];
+    const int H = x->shape[2], W = x->shape[3], Ho = node->out->shape[2], Wo = node->out->shape[3];
+    const int planes = x->shape[0] * x->shape[1];
+    const float inv = 1.0f / (float)(k * k);
+    float *dx = sf_grad(g, x);  // (B, C, H, W)
+#pragma omp parallel for if (x->numel > 32768)
+    for (int p = 0; p < planes; p++) {
+        const float *gp = node->out->grad + (size_t)p * Ho * Wo;
+        float *d = dx + (size_t)p * H * W;
+        for (int oi = 0; oi < Ho; oi++)
+            for (int oj = 0; oj < Wo; oj++) {
+                const float gv = gp[oi * Wo + oj] * inv;
+                for (int u = 0; u < k; u++)
+                    for (int v = 0; v < k; v++) d[(size_t)(oi * stride + u) * W + oj * stride + v] += gv;
+            }
+    }
+}

@@ -1,63 +1,331 @@
-/* elementwise.c — placeholder until implemented. */
+/* elementwise.c — pointwise ops: sums, broadcast sum/product over leading dims, scaling,
+ * activations (GELU exact and tanh, ReLU, elu+1) and the two stochastic regularizers
+ * (element dropout, per-sample drop path).
+ *
+ * Broadcast rule (add_broadcast, mul_broadcast): y matches x's trailing dims after its own
+ * leading 1s are dropped, e.g. bias (C) or pos_embed (1, N, C) on x (B, N, C); x is then
+ * (R, Y) with Y = numel(y) and y is repeated over the R rows.
+ * Dropout and drop path draw their masks from g->rng, serially, so a run is reproducible
+ * for a given seed whatever the thread count; they return x itself (no copy, no node) when
+ * inactive (eval mode or p == 0).
+ * Derivations: docs/math/basic.md (sections add, broadcast, scale, gelu, gelu-tanh, relu,
+ * elu1, dropout, drop-path).
+ *
+ * Deliberately not here: general numpy broadcasting, in-place variants, fused
+ * bias+activation kernels.
+ *
+ * Dimension legend: B batch, N tokens, C channels, H heads, D head dim, M landmarks.
+ */
 #include "ops_internal.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define EW_OMP_MIN 32768
+
+/* ---- add ---- */
+
 sf_tensor *sf_add(sf_ctx *g, sf_tensor *a, sf_tensor *b) {
-    (void)g; (void)a; (void)b;
-    SF_ASSERT(0, "sf_add not implemented");
+    char sa[64], sb[64];
+    SF_ASSERT(sf_same_shape(a, b), "add: shapes %s and %s differ", sf_shape_str(a, sa, sizeof sa),
+              sf_shape_str(b, sb, sizeof sb));
+    sf_tensor *y = sf_tensor_like(g, a);
+    size_t n = a->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) y->data[i] = a->data[i] + b->data[i];
+    sf_tensor *in[2] = {a, b};
+    if (sf_needs_grad(g, in, 2)) sf_tape_push(g, SF_OP_ADD, y, in, 2);
+    return y;
+}
+
+/* y = a + b: da += G, db += G (a == b is fine: both land in the same buffer). */
+void sf_add_backward(sf_ctx *g, sf_node *node) {
+    const float *G = node->out->grad;
+    size_t n = node->out->numel;
+    for (int k = 0; k < 2; k++) {
+        sf_tensor *t = node->in[k];
+        if (!t->requires_grad) continue;
+        float *d = sf_grad(g, t);
+#pragma omp parallel for if (n > EW_OMP_MIN)
+        for (size_t i = 0; i < n; i++) d[i] += G[i];
+    }
+}
+
+/* ---- broadcast over leading dims ---- */
+
+/* Checks the broadcast rule and returns the number of rows R that y is repeated over. */
+static size_t broadcast_rows(const char *op, const sf_tensor *x, const sf_tensor *y) {
+    char sx[64], sy[64];
+    int lead = 0; /* y's leading 1s */
+    while (lead < y->ndim - 1 && y->shape[lead] == 1) lead++;
+    int k = y->ndim - lead; /* y's remaining dims must be x's last k dims */
+    int ok = k <= x->ndim;
+    for (int i = 0; ok && i < k; i++) ok = y->shape[lead + i] == x->shape[x->ndim - k + i];
+    SF_ASSERT(ok && x->numel % y->numel == 0, "%s: y %s does not match the trailing dims of x %s",
+              op, sf_shape_str(y, sy, sizeof sy), sf_shape_str(x, sx, sizeof sx));
+    return x->numel / y->numel;
+}
+
+/* dst[j] += sum_r src[r*Y + j] * (w ? w[r*Y + j] : 1): the reduction over the repeated
+ * rows. Threads own disjoint blocks of 64 columns and walk the rows reading each block's
+ * contiguous slice once (a column-at-a-time walk would reread every cache line 16 times);
+ * disjoint blocks mean no atomics. */
+#define COLSUM_BLOCK 64
+static void colsum_acc(float *dst, const float *src, const float *w, size_t R, size_t Y) {
+    size_t nblk = (Y + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
+#pragma omp parallel for if (R * Y > EW_OMP_MIN && nblk > 1)
+    for (size_t blk = 0; blk < nblk; blk++) {
+        size_t j0 = blk * COLSUM_BLOCK, nj = Y - j0 < COLSUM_BLOCK ? Y - j0 : COLSUM_BLOCK;
+        float acc[COLSUM_BLOCK] = {0};
+        for (size_t r = 0; r < R; r++) {
+            const float *sr = src + r * Y + j0;
+            if (w) {
+                const float *wr = w + r * Y + j0;
+                for (size_t j = 0; j < nj; j++) acc[j] += sr[j] * wr[j];
+            } else {
+                for (size_t j = 0; j < nj; j++) acc[j] += sr[j];
+            }
+        }
+        for (size_t j = 0; j < nj; j++) dst[j0 + j] += acc[j];
+    }
 }
 
 sf_tensor *sf_add_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y) {
-    (void)g; (void)x; (void)y;
-    SF_ASSERT(0, "sf_add_broadcast not implemented");
+    size_t R = broadcast_rows("add_broadcast", x, y), Y = y->numel;
+    sf_tensor *out = sf_tensor_like(g, x); // (R, Y)
+#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < Y; j++) out->data[r * Y + j] = x->data[r * Y + j] + y->data[j];
+    sf_tensor *in[2] = {x, y};
+    if (sf_needs_grad(g, in, 2)) sf_tape_push(g, SF_OP_ADD_BROADCAST, out, in, 2);
+    return out;
+}
+
+/* out[r, j] = x[r, j] + y[j]: dx += G; dy[j] += sum_r G[r, j]. */
+void sf_add_broadcast_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *y = node->in[1];
+    const float *G = node->out->grad; // (R, Y)
+    size_t Y = y->numel, R = x->numel / Y;
+    if (x->requires_grad) {
+        float *dx = sf_grad(g, x);
+#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+        for (size_t i = 0; i < R * Y; i++) dx[i] += G[i];
+    }
+    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, NULL, R, Y);
 }
 
 sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y) {
-    (void)g; (void)x; (void)y;
-    SF_ASSERT(0, "sf_mul_broadcast not implemented");
+    size_t R = broadcast_rows("mul_broadcast", x, y), Y = y->numel;
+    sf_tensor *out = sf_tensor_like(g, x); // (R, Y)
+#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < Y; j++) out->data[r * Y + j] = x->data[r * Y + j] * y->data[j];
+    sf_tensor *in[2] = {x, y};
+    if (sf_needs_grad(g, in, 2)) sf_tape_push(g, SF_OP_MUL_BROADCAST, out, in, 2);
+    return out;
 }
+
+/* out[r, j] = x[r, j] * y[j]: dx[r, j] += G[r, j] y[j]; dy[j] += sum_r G[r, j] x[r, j]. */
+void sf_mul_broadcast_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *y = node->in[1];
+    const float *G = node->out->grad; // (R, Y)
+    size_t Y = y->numel, R = x->numel / Y;
+    if (x->requires_grad) {
+        float *dx = sf_grad(g, x);
+#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+        for (size_t r = 0; r < R; r++)
+            for (size_t j = 0; j < Y; j++) dx[r * Y + j] += G[r * Y + j] * y->data[j];
+    }
+    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, x->data, R, Y);
+}
+
+/* ---- scale ---- */
 
 sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s) {
-    (void)g; (void)x; (void)s;
-    SF_ASSERT(0, "sf_scale not implemented");
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) y->data[i] = s * x->data[i];
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_SCALE, y, &x, 1)->farg[0] = s;
+    return y;
 }
 
+/* y = s x: dx += s G. */
+void sf_scale_backward(sf_ctx *g, sf_node *node) {
+    float s = node->farg[0], *dx = sf_grad(g, node->in[0]);
+    const float *G = node->out->grad;
+    size_t n = node->out->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] += s * G[i];
+}
+
+/* ---- activations: the forward saves nothing, x is the input and stays alive ---- */
+
+#define SQRT1_2 0.70710678118654752440f   /* 1/sqrt(2) */
+#define INV_SQRT_2PI 0.39894228040143267794f /* 1/sqrt(2 pi) */
+#define SQRT_2_PI 0.79788456080286535588f /* sqrt(2/pi) */
+#define GELU_TANH_A 0.044715f
+
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) {
-    (void)g; (void)x;
-    SF_ASSERT(0, "sf_gelu not implemented");
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x->data[i];
+        y->data[i] = 0.5f * v * (1.0f + erff(v * SQRT1_2));
+    }
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_GELU, y, &x, 1);
+    return y;
+}
+
+/* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
+ * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
+void sf_gelu_backward(sf_ctx *g, sf_node *node) {
+    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *dx = sf_grad(g, node->in[0]);
+    size_t n = node->out->numel;
+    /* Teeth: the broken variant drops the x phi(x) term. */
+    float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f;
+#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float cdf = 0.5f * (1.0f + erff(v * SQRT1_2));
+        float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
+        dx[i] += G[i] * (cdf + keep_pdf * v * pdf);
+    }
 }
 
 sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x) {
-    (void)g; (void)x;
-    SF_ASSERT(0, "sf_gelu_tanh not implemented");
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x->data[i];
+        float t = tanhf(SQRT_2_PI * (v + GELU_TANH_A * v * v * v));
+        y->data[i] = 0.5f * v * (1.0f + t);
+    }
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_GELU_TANH, y, &x, 1);
+    return y;
+}
+
+/* Forward was y = x (1 + t) / 2, t = tanh(u), u = sqrt(2/pi)(x + a x^3), so
+ * dy/dx = (1 + t)/2 + x (1 - t^2) sqrt(2/pi)(1 + 3 a x^2) / 2 (docs/math/basic.md#gelu-tanh). */
+void sf_gelu_tanh_backward(sf_ctx *g, sf_node *node) {
+    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *dx = sf_grad(g, node->in[0]);
+    size_t n = node->out->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float t = tanhf(SQRT_2_PI * (v + GELU_TANH_A * v * v * v));
+        float du = SQRT_2_PI * (1.0f + 3.0f * GELU_TANH_A * v * v);
+        dx[i] += G[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
 }
 
 sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x) {
-    (void)g; (void)x;
-    SF_ASSERT(0, "sf_relu not implemented");
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_RELU, y, &x, 1);
+    return y;
+}
+
+/* y = max(x, 0): dx += G [x > 0] (0 at x = 0, as torch). */
+void sf_relu_backward(sf_ctx *g, sf_node *node) {
+    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *dx = sf_grad(g, node->in[0]);
+    size_t n = node->out->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? G[i] : 0.0f;
 }
 
 sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x) {
-    (void)g; (void)x;
-    SF_ASSERT(0, "sf_elu1 not implemented");
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x->data[i];
+        /* elu(x) + 1 = x + 1 for x > 0, exp(x) otherwise: positive, as linear attention needs. */
+        y->data[i] = v > 0.0f ? v + 1.0f : expf(v);
+    }
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_ELU1, y, &x, 1);
+    return y;
 }
 
+/* y = x + 1 (x > 0), exp(x) (x <= 0): dx += G (x > 0), G y (x <= 0), y = exp(x) there. */
+void sf_elu1_backward(sf_ctx *g, sf_node *node) {
+    const float *x = node->in[0]->data, *y = node->out->data, *G = node->out->grad;
+    float *dx = sf_grad(g, node->in[0]);
+    size_t n = node->out->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? G[i] : G[i] * y[i];
+}
+
+/* ---- dropout and drop path ---- */
+
+/* 1/(1-p), or 0 when everything is dropped (p = 1), so no division by zero. */
+static float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
 sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p) {
-    (void)g; (void)x; (void)p;
-    SF_ASSERT(0, "sf_dropout not implemented");
+    SF_ASSERT(p >= 0.0f && p <= 1.0f, "dropout: p = %g outside [0, 1]", (double)p);
+    if (!g->training || p == 0.0f) return x;
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+    float scale = keep_scale(p);
+    int record = sf_needs_grad(g, &x, 1);
+    uint8_t *mask = record ? sf_arena_alloc(&g->arena, n) : NULL; // (numel) 1 = kept
+    /* Serial on purpose: one RNG stream, the same mask for any thread count. */
+    for (size_t i = 0; i < n; i++) {
+        int keep = sf_rng_uniform(&g->rng) >= p;
+        if (mask) mask[i] = (uint8_t)keep;
+        y->data[i] = keep ? x->data[i] * scale : 0.0f;
+    }
+    if (record) {
+        sf_node *node = sf_tape_push(g, SF_OP_DROPOUT, y, &x, 1);
+        node->saved = mask;
+        node->farg[0] = scale;
+    }
+    return y;
+}
+
+/* y = x m / (1 - p): dx += G m / (1 - p), with the forward's mask m. */
+void sf_dropout_backward(sf_ctx *g, sf_node *node) {
+    const uint8_t *mask = node->saved;
+    const float *G = node->out->grad;
+    float scale = node->farg[0], *dx = sf_grad(g, node->in[0]);
+    size_t n = node->out->numel;
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] += mask[i] ? G[i] * scale : 0.0f;
 }
 
 sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
-    (void)g; (void)x; (void)p;
-    SF_ASSERT(0, "sf_drop_path not implemented");
+    SF_ASSERT(p >= 0.0f && p <= 1.0f, "drop_path: p = %g outside [0, 1]", (double)p);
+    if (!g->training || p == 0.0f) return x;
+    int B = x->shape[0];
+    size_t S = x->numel / (size_t)B; /* elements per sample */
+    sf_tensor *y = sf_tensor_like(g, x); // (B, S)
+    int record = sf_needs_grad(g, &x, 1);
+    float *f = sf_arena_alloc(&g->arena, (size_t)B * sizeof(float)); // (B) m_b / (1-p)
+    /* m_b = 1 when u_b >= p, i.e. timm's floor(1 - p + u_b). */
+    for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
+#pragma omp parallel for if (x->numel > EW_OMP_MIN)
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < S; i++) y->data[b * S + i] = x->data[b * S + i] * f[b];
+    if (record) sf_tape_push(g, SF_OP_DROP_PATH, y, &x, 1)->saved = f;
+    return y;
 }
 
-void sf_add_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_add_broadcast_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_mul_broadcast_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_scale_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_gelu_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_gelu_tanh_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_relu_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_elu1_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_dropout_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_drop_path_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
+/* y_b = x_b m_b / (1 - p): dx_b += G_b m_b / (1 - p) (docs/math/basic.md#drop-path). */
+void sf_drop_path_backward(sf_ctx *g, sf_node *node) {
+    const float *f = node->saved, *G = node->out->grad;
+    float *dx = sf_grad(g, node->in[0]);
+    int B = node->out->shape[0];
+    size_t S = node->out->numel / (size_t)B;
+#pragma omp parallel for if (node->out->numel > EW_OMP_MIN)
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < S; i++) dx[b * S + i] += G[b * S + i] * f[b];
+}

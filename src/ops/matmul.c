@@ -1,15 +1,145 @@
-/* matmul.c — placeholder until implemented. */
+/* matmul.c — linear layers and batched matrix products, every product through sf_gemm
+ * (row-major cblas_sgemm).
+ *
+ * sf_linear flattens every leading dim of x into rows: y = x W^T + b. sf_matmul loops over
+ * equal leading (batch) dims; transposes are absorbed by gemm flags, never materialized.
+ * Derivations: docs/math/basic.md#linear and docs/math/basic.md#matmul.
+ *
+ * Deliberately not here: broadcasting of leading dims in sf_matmul (both operands carry the
+ * same batch dims), fused activations, weights stored transposed.
+ *
+ * Dimension legend: B batch, N tokens, C channels, H heads, D head dim, M landmarks.
+ * Generic matrix sizes: rows R, in features I, out features O; products (M x K)(K x N).
+ */
 #include "ops_internal.h"
 
+#include <string.h>
+
+/* ---- linear ---- */
+
 sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
-    (void)g; (void)x; (void)w; (void)b;
-    SF_ASSERT(0, "sf_linear not implemented");
+    char sx[64], sw[64];
+    SF_ASSERT(w->ndim == 2, "linear weight %s must be (out, in), got %s", w->name ? w->name : "",
+              sf_shape_str(w, sw, sizeof sw));
+    int O = w->shape[0], I = w->shape[1];
+    SF_ASSERT(x->shape[x->ndim - 1] == I, "linear: x %s does not end in in=%d (weight %s %s)",
+              sf_shape_str(x, sx, sizeof sx), I, w->name ? w->name : "",
+              sf_shape_str(w, sw, sizeof sw));
+    SF_ASSERT(!b || (int)b->numel == O, "linear: bias has %zu entries, expected %d", b->numel, O);
+    int R = (int)(x->numel / (size_t)I);
+
+    int shape[SF_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = O;
+    sf_tensor *y = sf_tensor_new(g, x->ndim, shape); // (R, O)
+
+    if (b) {
+        /* Seed every row with the bias, then accumulate the product with beta = 1. Serial on
+         * purpose: a memory-bound copy, and an OpenMP region right before the sgemm would
+         * leave spinning OpenMP threads competing with the OpenBLAS threads. */
+        for (int r = 0; r < R; r++) memcpy(y->data + (size_t)r * O, b->data, (size_t)O * sizeof(float));
+    }
+    sf_gemm(0, 1, R, O, I, 1.0f, x->data, w->data, b ? 1.0f : 0.0f, y->data);
+
+    sf_tensor *in[3] = {x, w, b};
+    int n_in = b ? 3 : 2;
+    if (sf_needs_grad(g, in, n_in)) {
+        sf_node *node = sf_tape_push(g, SF_OP_LINEAR, y, in, n_in);
+        node->iarg[0] = R;
+        node->iarg[1] = I;
+        node->iarg[2] = O;
+    }
+    return y;
 }
+
+/* Forward was y = x W^T + b (x (R, I), W (O, I), b (O)), so with G = dL/dy (R, O):
+ * dx = G W, dW = G^T x, db = colsum(G). Nothing is saved: x and W are the inputs. */
+void sf_linear_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
+    int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
+    const float *G = node->out->grad; // (R, O)
+    /* Teeth: the broken variant drops the dx term, so the check on x must fail. */
+    if (x->requires_grad && !sf_break_backward("linear"))
+        sf_gemm(0, 0, R, I, O, 1.0f, G, w->data, 1.0f, sf_grad(g, x)); // (R, I)
+    if (w->requires_grad) sf_gemm(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
+    if (b && b->requires_grad) {
+        /* Column sums as a matrix-vector product: db (O, 1) += G^T (O, R) . 1 (R, 1). */
+        float *ones = sf_arena_alloc(&g->arena, (size_t)R * sizeof(float)); // (R)
+        for (int r = 0; r < R; r++) ones[r] = 1.0f;
+        sf_gemm(1, 0, O, 1, R, 1.0f, G, ones, 1.0f, sf_grad(g, b));
+    }
+}
+
+/* ---- matmul ---- */
 
 sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int trans_b) {
-    (void)g; (void)a; (void)b; (void)trans_a; (void)trans_b;
-    SF_ASSERT(0, "sf_matmul not implemented");
+    char sa[64], sb[64];
+    SF_ASSERT(a->ndim >= 2 && a->ndim == b->ndim, "matmul: a %s and b %s need equal ndim >= 2",
+              sf_shape_str(a, sa, sizeof sa), sf_shape_str(b, sb, sizeof sb));
+    int nd = a->ndim;
+    int batch = 1;
+    for (int i = 0; i < nd - 2; i++) {
+        SF_ASSERT(a->shape[i] == b->shape[i], "matmul: batch dims of a %s and b %s differ",
+                  sf_shape_str(a, sa, sizeof sa), sf_shape_str(b, sb, sizeof sb));
+        batch *= a->shape[i];
+    }
+    int M = trans_a ? a->shape[nd - 1] : a->shape[nd - 2];
+    int K = trans_a ? a->shape[nd - 2] : a->shape[nd - 1];
+    int Kb = trans_b ? b->shape[nd - 1] : b->shape[nd - 2];
+    int N = trans_b ? b->shape[nd - 2] : b->shape[nd - 1];
+    SF_ASSERT(K == Kb, "matmul: inner dims differ: a %s%s, b %s%s", sf_shape_str(a, sa, sizeof sa),
+              trans_a ? "^T" : "", sf_shape_str(b, sb, sizeof sb), trans_b ? "^T" : "");
+
+    int shape[SF_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[nd - 2] = M;
+    shape[nd - 1] = N;
+    sf_tensor *c = sf_tensor_new(g, nd, shape); // (..., M, N)
+    size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, sc_ = (size_t)M * N;
+    /* Batch loop stays serial: OpenBLAS threads each product itself. */
+    for (int i = 0; i < batch; i++)
+        sf_gemm(trans_a, trans_b, M, N, K, 1.0f, a->data + i * sa_, b->data + i * sb_, 0.0f,
+                c->data + i * sc_);
+
+    sf_tensor *in[2] = {a, b};
+    if (sf_needs_grad(g, in, 2)) {
+        sf_node *node = sf_tape_push(g, SF_OP_MATMUL, c, in, 2);
+        node->iarg[0] = batch;
+        node->iarg[1] = M;
+        node->iarg[2] = N;
+        node->iarg[3] = K;
+        node->iarg[4] = trans_a;
+        node->iarg[5] = trans_b;
+    }
+    return c;
 }
 
-void sf_linear_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_matmul_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
+/* Forward was C = op(A) op(B), G = dL/dC (M, N). Then d op(A) = G op(B)^T and
+ * d op(B) = op(A)^T G; a transposed operand takes the transpose of its product:
+ *   A stored (M, K): dA = G op(B)^T           A stored (K, M): dA = op(B) G^T
+ *   B stored (K, N): dB = op(A)^T G           B stored (N, K): dB = G^T op(A)
+ * and op(X)^T against stored X is just the opposite gemm flag. */
+void sf_matmul_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *a = node->in[0], *b = node->in[1];
+    int batch = node->iarg[0], M = node->iarg[1], N = node->iarg[2], K = node->iarg[3];
+    int ta = node->iarg[4], tb = node->iarg[5];
+    size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, sc_ = (size_t)M * N;
+    const float *G = node->out->grad; // (batch, M, N)
+    float *da = a->requires_grad ? sf_grad(g, a) : NULL;
+    float *db = b->requires_grad ? sf_grad(g, b) : NULL;
+    for (int i = 0; i < batch; i++) {
+        const float *Ai = a->data + i * sa_, *Bi = b->data + i * sb_, *Gi = G + i * sc_;
+        if (da) {
+            if (!ta) /* (M, K) = G (M, N) . op(B)^T (N, K) */
+                sf_gemm(0, !tb, M, K, N, 1.0f, Gi, Bi, 1.0f, da + i * sa_);
+            else /* (K, M) = op(B) (K, N) . G^T (N, M) */
+                sf_gemm(tb, 1, K, M, N, 1.0f, Bi, Gi, 1.0f, da + i * sa_);
+        }
+        if (db) {
+            if (!tb) /* (K, N) = op(A)^T (K, M) . G (M, N) */
+                sf_gemm(!ta, 0, K, N, M, 1.0f, Ai, Gi, 1.0f, db + i * sb_);
+            else /* (N, K) = G^T (N, M) . op(A) (M, K) */
+                sf_gemm(1, ta, N, K, M, 1.0f, Gi, Ai, 1.0f, db + i * sb_);
+        }
+    }
+}

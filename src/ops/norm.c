@@ -1,15 +1,237 @@
-/* norm.c — placeholder until implemented. */
+/* norm.c — LayerNorm over the last dim and BatchNorm2d (train and eval), each with its
+ * hand-written backward. Derivations: docs/math/soft_conv_norm.md#layernorm and #batchnorm.
+ *
+ * Deliberately not here: GroupNorm/RMSNorm (no model uses them), SyncBatchNorm (one process),
+ * and a fused BatchNorm+ReLU (ReLU is its own op).
+ *
+ * Dimension legend: B batch, N tokens, C channels (LayerNorm: the last dim), H W image height and
+ * width (BatchNorm2d input is (B, C, H, W)).
+ */
 #include "ops_internal.h"
 
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_max_threads(void) { return 1; }
+static int omp_get_thread_num(void) { return 0; }
+#endif
+
+/* ---- LayerNorm (spec 3.12; docs/math/soft_conv_norm.md#layernorm) ---- */
+
+typedef struct layernorm_saved {
+    float *mean;  // (rows) μ per row
+    float *rstd;  // (rows) (σ² + ε)^−½ per row
+} layernorm_saved;
+
 sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps) {
-    (void)g; (void)x; (void)w; (void)b; (void)eps;
-    SF_ASSERT(0, "sf_layernorm not implemented");
+    char bx[64];
+    const int C = x->shape[x->ndim - 1];
+    SF_ASSERT((!w || w->numel == (size_t)C) && (!b || b->numel == (size_t)C),
+              "layernorm: weight/bias must have %d elements for x %s", C,
+              sf_shape_str(x, bx, sizeof bx));
+    const int rows = (int)(x->numel / (size_t)C);
+    sf_tensor *out = sf_tensor_like(g, x);  // (..., C)
+    sf_tensor *ins[3] = {x, w, b};
+    const int record = sf_needs_grad(g, ins, 3);
+    layernorm_saved *sv = NULL;
+    if (record) {
+        sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sv->mean = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
+        sv->rstd = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
+    }
+#pragma omp parallel for if (x->numel > 32768)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x->data + (size_t)r * C;
+        float *y = out->data + (size_t)r * C;
+        float m = 0;
+        for (int i = 0; i < C; i++) m += xr[i];
+        m /= (float)C;
+        float v = 0;  // two passes: no cancellation when |μ| >> σ
+        for (int i = 0; i < C; i++) v += (xr[i] - m) * (xr[i] - m);
+        v /= (float)C;  // biased, as torch
+        const float rs = 1.0f / sqrtf(v + eps);
+        for (int i = 0; i < C; i++) {
+            float xh = (xr[i] - m) * rs;
+            y[i] = (w ? w->data[i] : 1.0f) * xh + (b ? b->data[i] : 0.0f);
+        }
+        if (sv) {
+            sv->mean[r] = m;
+            sv->rstd[r] = rs;
+        }
+    }
+    if (record) {
+        sf_node *node = sf_tape_push(g, SF_OP_LAYERNORM, out, ins, 3);
+        node->saved = sv;
+    }
+    return out;
 }
 
-sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, sf_tensor *running_mean, sf_tensor *running_var, sf_tensor *num_batches, float eps, float momentum) {
-    (void)g; (void)x; (void)w; (void)b; (void)running_mean; (void)running_var; (void)num_batches; (void)eps; (void)momentum;
-    SF_ASSERT(0, "sf_batchnorm2d not implemented");
+/* In the forward pass this was: y = γ ⊙ (x − μ)·r + β with r = (σ² + ε)^−½.
+ * So with ĝ = g ⊙ γ: dx = r·(ĝ − mean(ĝ) − x̂·mean(ĝ ⊙ x̂)); dγ = Σ_rows g ⊙ x̂; dβ = Σ_rows g.
+ * dγ and dβ are summed per thread, then reduced, so the row loop runs in parallel. */
+void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const layernorm_saved *sv = node->saved;
+    const int C = x->shape[x->ndim - 1], rows = (int)(x->numel / (size_t)C);
+    const float *G = node->out->grad;  // (..., C)
+    const int broken = sf_break_backward("layernorm");  // teeth: mean(ĝ) term dropped
+    float *dx = x->requires_grad ? sf_grad(g, x) : NULL;
+    float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
+    float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
+    const int nt = omp_get_max_threads();
+    float *part = (dw || db) ? sf_arena_calloc(&g->arena, (size_t)nt * 2 * C * sizeof(float))
+                             : NULL;  // (threads, 2, C) partial dγ, dβ
+#pragma omp parallel if (x->numel > 32768)
+    {
+        float *pw = part ? part + (size_t)omp_get_thread_num() * 2 * C : NULL, *pb = pw ? pw + C : NULL;
+#pragma omp for
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x->data + (size_t)r * C, *gr = G + (size_t)r * C;
+            const float m = sv->mean[r], rs = sv->rstd[r];
+            if (dx) {
+                float sg = 0, sgx = 0;
+                for (int i = 0; i < C; i++) {
+                    float gh = gr[i] * (w ? w->data[i] : 1.0f);
+                    sg += gh;
+                    sgx += gh * (xr[i] - m) * rs;
+                }
+                sg /= (float)C;
+                sgx /= (float)C;
+                if (broken) sg = 0;
+                float *d = dx + (size_t)r * C;
+                for (int i = 0; i < C; i++) {
+                    float gh = gr[i] * (w ? w->data[i] : 1.0f);
+                    d[i] += rs * (gh - sg - (xr[i] - m) * rs * sgx);
+                }
+            }
+            if (part)
+                for (int i = 0; i < C; i++) {
+                    pw[i] += gr[i] * (xr[i] - m) * rs;
+                    pb[i] += gr[i];
+                }
+        }
+    }
+    if (part)
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < C; i++) {
+                if (dw) dw[i] += part[(size_t)t * 2 * C + i];
+                if (db) db[i] += part[(size_t)t * 2 * C + C + i];
+            }
 }
 
-void sf_layernorm_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
-void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) { (void)g; (void)node; SF_ASSERT(0); }
+/* ---- BatchNorm2d (spec 3.13; docs/math/soft_conv_norm.md#batchnorm) ---- */
+
+typedef struct batchnorm_saved {
+    float *mean;  // (C) the μ used: batch (train) or running (eval)
+    float *rstd;  // (C) (σ² + ε)^−½ with the same choice
+} batchnorm_saved;
+
+sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
+                          sf_tensor *running_mean, sf_tensor *running_var,
+                          sf_tensor *num_batches, float eps, float momentum) {
+    char bx[64];
+    SF_ASSERT(x->ndim == 4, "batchnorm2d: x %s must be (B, C, H, W)", sf_shape_str(x, bx, sizeof bx));
+    const int B = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    const size_t M = (size_t)B * HW;  // values per channel
+    SF_ASSERT((!w || w->numel == (size_t)C) && (!b || b->numel == (size_t)C) &&
+                  running_mean->numel == (size_t)C && running_var->numel == (size_t)C,
+              "batchnorm2d: weight, bias and running stats need %d elements", C);
+    /* The running statistics are buffers updated in place, never differentiated. */
+    SF_ASSERT(!running_mean->requires_grad && !running_var->requires_grad &&
+                  (!num_batches || !num_batches->requires_grad),
+              "batchnorm2d: running statistics must not require grad");
+    const int train = g->training;
+    SF_ASSERT(!train || M > 1, "batchnorm2d: training needs more than 1 value per channel (x %s)",
+              sf_shape_str(x, bx, sizeof bx));
+    sf_tensor *out = sf_tensor_like(g, x);                                   // (B, C, H, W)
+    float *mean = sf_arena_alloc(&g->arena, (size_t)2 * C * sizeof(float));  // (C)
+    float *rstd = mean + C;                                                  // (C)
+
+#pragma omp parallel for if (x->numel > 32768)
+    for (int c = 0; c < C; c++) {
+        if (train) {
+            double s = 0;
+            for (int bi = 0; bi < B; bi++) {
+                const float *xp = x->data + ((size_t)bi * C + c) * HW;
+                for (int i = 0; i < HW; i++) s += xp[i];
+            }
+            const double m = s / (double)M;
+            double v = 0;
+            for (int bi = 0; bi < B; bi++) {
+                const float *xp = x->data + ((size_t)bi * C + c) * HW;
+                for (int i = 0; i < HW; i++) v += (xp[i] - m) * (xp[i] - m);
+            }
+            v /= (double)M;  // biased for normalizing, as torch
+            mean[c] = (float)m;
+            rstd[c] = (float)(1.0 / sqrt(v + eps));
+            /* torch: running ← (1 − momentum)·running + momentum·stat, variance unbiased */
+            running_mean->data[c] = (1.0f - momentum) * running_mean->data[c] + momentum * (float)m;
+            running_var->data[c] = (1.0f - momentum) * running_var->data[c] +
+                                   momentum * (float)(v * (double)M / (double)(M - 1));
+        } else {
+            mean[c] = running_mean->data[c];
+            rstd[c] = 1.0f / sqrtf(running_var->data[c] + eps);
+        }
+        const float sc = (w ? w->data[c] : 1.0f) * rstd[c], sh = b ? b->data[c] : 0.0f;
+        for (int bi = 0; bi < B; bi++) {
+            const float *xp = x->data + ((size_t)bi * C + c) * HW;
+            float *y = out->data + ((size_t)bi * C + c) * HW;
+            for (int i = 0; i < HW; i++) y[i] = (xp[i] - mean[c]) * sc + sh;
+        }
+    }
+    /* A float holding a count (saved as int64 by the checkpoint code). */
+    if (train && num_batches) num_batches->data[0] += 1.0f;
+
+    sf_tensor *ins[3] = {x, w, b};
+    if (sf_needs_grad(g, ins, 3)) {
+        sf_node *node = sf_tape_push(g, SF_OP_BATCHNORM2D, out, ins, 3);
+        batchnorm_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sv->mean = mean;
+        sv->rstd = rstd;
+        node->saved = sv;
+        node->iarg[0] = train;
+    }
+    return out;
+}
+
+/* In the forward pass this was: y = γ·(x − μ)·r + β per channel, μ and r from the batch
+ * (train) or from the running statistics (eval).
+ * Train, with ĝ = g·γ over the M = B·H·W values: dx = (r/M)(M·ĝ − Σĝ − x̂·Σ(ĝ ⊙ x̂)).
+ * Eval (μ, r constants): dx = ĝ·r. Both: dγ = Σ g ⊙ x̂, dβ = Σ g. One thread per channel. */
+void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const batchnorm_saved *sv = node->saved;
+    const int train = node->iarg[0];
+    const int B = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    const float M = (float)((size_t)B * HW);
+    const float *G = node->out->grad;  // (B, C, H, W)
+    float *dx = x->requires_grad ? sf_grad(g, x) : NULL;
+    float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
+    float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
+#pragma omp parallel for if (x->numel > 32768)
+    for (int c = 0; c < C; c++) {
+        const float m = sv->mean[c], r = sv->rstd[c], gam = w ? w->data[c] : 1.0f;
+        float sg = 0, sgx = 0;  // Σ g, Σ g ⊙ x̂
+        for (int bi = 0; bi < B; bi++) {
+            const float *xp = x->data + ((size_t)bi * C + c) * HW, *gp = G + ((size_t)bi * C + c) * HW;
+            for (int i = 0; i < HW; i++) {
+                sg += gp[i];
+                sgx += gp[i] * (xp[i] - m) * r;
+            }
+        }
+        if (dw) dw[c] += sgx;
+        if (db) db[c] += sg;
+        if (!dx) continue;
+        for (int bi = 0; bi < B; bi++) {
+            const float *xp = x->data + ((size_t)bi * C + c) * HW, *gp = G + ((size_t)bi * C + c) * HW;
+            float *d = dx + ((size_t)bi * C + c) * HW;
+            if (train)
+                for (int i = 0; i < HW; i++)
+                    d[i] += (r / M) * (M * gam * gp[i] - gam * sg - (xp[i] - m) * r * gam * sgx);
+            else
+                for (int i = 0; i < HW; i++) d[i] += gam * r * gp[i];
+        }
+    }
+}

@@ -50,4 +50,8 @@ void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
  * can watch its gradient check fail. */
 int sf_break_backward(const char *op_name);
 
+/* conv.c: 1 (default) sends depthwise convs (groups == C_in == C_out) to the direct kernel,
+ * 0 forces the im2col reference path; the tests compare the two. Process-wide setting. */
+void sf_conv2d_set_direct(int enabled);
+
 #endif

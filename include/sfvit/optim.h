@@ -1,0 +1,27 @@
+/* optim.h — AdamW over the one contiguous parameter buffer, the warmup + cosine learning
+ * rate schedule, gradient clipping and the finite-gradient check. */
+#ifndef SFVIT_OPTIM_H
+#define SFVIT_OPTIM_H
+
+#include "sfvit/config.h"
+
+/* One AdamW update of every trainable view (decoupled weight decay on views whose decay
+ * flag is set under the configured mask). t is the 1-based update count (bias correction). */
+void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t);
+
+/* timm CosineLRScheduler evaluated at fractional epoch e (= step / steps_per_epoch):
+ * linear warmup from warmup_lr to lr over warmup_epochs, then cosine from lr to min_lr
+ * over `epochs` (t not shifted by the warmup, as timm). */
+float sf_lr_at(float base_lr, const sf_sched_cfg *s, int epochs, double e);
+
+/* The base lr after optional scaling by global_batch / scale_lr_base. */
+float sf_lr_base(const sf_optim_cfg *o, int global_batch);
+
+/* Global L2 norm of all trainable gradients. */
+double sf_grad_norm(const sf_params *ps);
+/* Multiplies every gradient by s. */
+void sf_grad_scale(sf_params *ps, float s);
+/* Returns NULL if every gradient is finite, else the name of the first view with a NaN/Inf. */
+const char *sf_grad_first_nonfinite(const sf_params *ps);
+
+#endif

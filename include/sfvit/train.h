@@ -1,0 +1,55 @@
+/* train.h — the training loop, evaluation and the commands built on them. */
+#ifndef SFVIT_TRAIN_H
+#define SFVIT_TRAIN_H
+
+#include "sfvit/config.h"
+#include "sfvit/data.h"
+
+/* Exit statuses of `sfvit train` (also used by `sfvit ablate` to classify a variant). */
+enum {
+    SF_TRAIN_OK = 0,
+    SF_TRAIN_ERROR = 1,     /* bad input: config, data, checkpoint */
+    SF_TRAIN_DIVERGED = 3,  /* NaN/Inf loss or gradient; last good checkpoint kept */
+};
+
+typedef struct sf_train_result {
+    int status;             /* SF_TRAIN_* */
+    int epochs_done;
+    long steps_done;
+    long diverged_step;     /* step of the NaN/Inf, or -1 */
+    float final_top1, best_top1, final_top5;
+    double seconds;
+    char run_dir[SF_PATH_MAX];
+} sf_train_result;
+
+/* Trains as the config says. resume_dir: continue the run in that folder from its
+ * last.safetensors (config taken from the folder). */
+int sf_train(const sf_config *cfg, const char *resume_dir, sf_train_result *res);
+
+typedef struct sf_eval_result {
+    double loss, top1, top5;  /* top-k in percent */
+    int count;
+} sf_eval_result;
+
+/* Evaluates a built model on a loader (grad mode off, eval mode). */
+int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r);
+
+/* The config of a checkpoint: from config_path if given, else from the checkpoint's
+ * metadata (written by sfvit train). */
+int sf_checkpoint_config(const char *ckpt, const char *config_path, sf_config *cfg);
+
+/* model.init_from: loads a checkpoint's weights by name into ps for fine-tuning (head of
+ * another class count re-initialized, ViT pos_embed interpolated), listing what differs. */
+int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *mc);
+
+/* Subcommands (argv without the command word). */
+int sf_cmd_train(int argc, char **argv);
+int sf_cmd_eval(int argc, char **argv);
+int sf_cmd_info(int argc, char **argv);
+int sf_cmd_dump(int argc, char **argv);
+int sf_cmd_viz(int argc, char **argv);
+int sf_cmd_data(int argc, char **argv);
+int sf_cmd_ablate(int argc, char **argv);
+int sf_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,258 @@
+/* common.c — modules shared by every family: parameter registration with the spec's names,
+ * init schemes and weight-decay flags (spec 1.1, 5); Linear, LayerNorm, BatchNorm, Conv and
+ * Mlp forwards; the token-mixing attention of ViT/XCiT blocks (msa, sima, xca), and the
+ * SimA token-norm record used by `sfvit viz`.
+ *
+ * Deliberately not here: family-specific blocks (vit.c, xcit.c, soft.c); op math (src/ops/).
+ *
+ * Dimension legend: B batch, N tokens, C channels, H heads, D head dim.
+ */
+#include "models_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- registration ---- */
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* timm `add_weight_decay`: no decay iff 1-D, *.bias, or in model.no_weight_decay()
+ * (DeiT {pos_embed, cls_token}; XCiT {pos_embed, cls_token, dist_token}; SOFT {cls_token}). */
+static int official_decay(sf_family fam, const char *name, int ndim) {
+    if (ndim <= 1 || ends_with(name, ".bias")) return 0;
+    if (!strcmp(name, "cls_token")) return 0;
+    if (fam != SF_FAMILY_SOFT && !strcmp(name, "pos_embed")) return 0;
+    return 1;
+}
+
+sf_tensor *mdl_param(sf_params *ps, sf_family fam, const char *prefix, const char *name,
+                     int ndim, const int *shape, int trainable, int decay, sf_init init,
+                     float arg) {
+    char full[256];
+    int n = snprintf(full, sizeof full, "%s%s", prefix, name);
+    SF_ASSERT(n > 0 && (size_t)n < sizeof full, "parameter name too long: %s%s", prefix, name);
+    int flags = 0;
+    if (trainable) {
+        flags |= SF_PARAM_TRAINABLE;
+        if (decay) flags |= SF_PARAM_DECAY;
+        if (official_decay(fam, full, ndim)) flags |= SF_PARAM_DECAY_OFFICIAL;
+    }
+    return sf_param_add(ps, full, ndim, shape, flags, init, arg);
+}
+
+static void join(char *buf, size_t n, const char *prefix, const char *name) {
+    int k = snprintf(buf, n, "%s%s", prefix, name);
+    SF_ASSERT(k > 0 && (size_t)k < n, "parameter name too long: %s%s", prefix, name);
+}
+
+mdl_linear mdl_linear_add(sf_params *ps, sf_family fam, const char *prefix, int out, int in,
+                          int bias) {
+    mdl_linear l = {0};
+    l.w = mdl_param(ps, fam, prefix, ".weight", 2, (int[]){out, in}, 1, 1, SF_INIT_TRUNC_NORMAL,
+                    0.02f);
+    if (bias) l.b = mdl_param(ps, fam, prefix, ".bias", 1, (int[]){out}, 1, 0, SF_INIT_ZEROS, 0);
+    return l;
+}
+
+mdl_ln mdl_ln_add(sf_params *ps, sf_family fam, const char *prefix, int C, float eps) {
+    mdl_ln l;
+    l.w = mdl_param(ps, fam, prefix, ".weight", 1, (int[]){C}, 1, 0, SF_INIT_ONES, 0);
+    l.b = mdl_param(ps, fam, prefix, ".bias", 1, (int[]){C}, 1, 0, SF_INIT_ZEROS, 0);
+    l.eps = eps;
+    return l;
+}
+
+mdl_bn mdl_bn_add(sf_params *ps, sf_family fam, const char *prefix, int C) {
+    mdl_bn l;
+    l.w = mdl_param(ps, fam, prefix, ".weight", 1, (int[]){C}, 1, 0, SF_INIT_ONES, 0);
+    l.b = mdl_param(ps, fam, prefix, ".bias", 1, (int[]){C}, 1, 0, SF_INIT_ZEROS, 0);
+    l.mean = mdl_param(ps, fam, prefix, ".running_mean", 1, (int[]){C}, 0, 0, SF_INIT_ZEROS, 0);
+    l.var = mdl_param(ps, fam, prefix, ".running_var", 1, (int[]){C}, 0, 0, SF_INIT_ONES, 0);
+    /* num_batches_tracked is a 0-d int64 in PyTorch; one float here, saved as int64. */
+    char full[256];
+    join(full, sizeof full, prefix, ".num_batches_tracked");
+    l.count = sf_param_add(ps, full, 0, (int[]){1}, SF_PARAM_I64, SF_INIT_ZEROS, 0);
+    return l;
+}
+
+mdl_conv mdl_conv_add(sf_params *ps, sf_family fam, const char *prefix, int out, int in, int k,
+                      int stride, int pad, int groups, int bias) {
+    mdl_conv c = {0};
+    float fan_in = (float)(in / groups * k * k);
+    c.w = mdl_param(ps, fam, prefix, ".weight", 4, (int[]){out, in / groups, k, k}, 1, 1,
+                    SF_INIT_KAIMING_UNIFORM, fan_in);
+    if (bias)
+        c.b = mdl_param(ps, fam, prefix, ".bias", 1, (int[]){out}, 1, 0, SF_INIT_KAIMING_UNIFORM,
+                        fan_in);
+    c.stride = stride;
+    c.pad = pad;
+    c.groups = groups;
+    return c;
+}
+
+mdl_mlp mdl_mlp_add(sf_params *ps, sf_family fam, const char *prefix, int C, int hidden,
+                    sf_act act, float drop) {
+    char p[256];
+    mdl_mlp l;
+    join(p, sizeof p, prefix, "fc1");
+    l.fc1 = mdl_linear_add(ps, fam, p, hidden, C, 1);
+    join(p, sizeof p, prefix, "fc2");
+    l.fc2 = mdl_linear_add(ps, fam, p, C, hidden, 1);
+    l.act = act;
+    l.drop = drop;
+    return l;
+}
+
+mdl_attn mdl_attn_add(sf_params *ps, sf_family fam, const char *prefix, int C, int H,
+                      sf_attn_kind kind, sf_attn_norm norm, float drop) {
+    char p[256];
+    mdl_attn a = {0};
+    a.kind = kind;
+    a.norm = norm;
+    a.H = H;
+    a.drop = drop;
+    /* XCiT registers temperature first (its state_dict order); SimA deletes it. */
+    if (kind == SF_ATTN_XCA)
+        a.temperature = mdl_param(ps, fam, prefix, "temperature", 3, (int[]){H, 1, 1}, 1, 0,
+                                  SF_INIT_ONES, 0);
+    join(p, sizeof p, prefix, "qkv");
+    a.qkv = mdl_linear_add(ps, fam, p, 3 * C, C, 1);
+    join(p, sizeof p, prefix, "proj");
+    a.proj = mdl_linear_add(ps, fam, p, C, C, 1);
+    return a;
+}
+
+/* ---- forwards ---- */
+
+sf_tensor *mdl_linear_fwd(sf_ctx *g, const mdl_linear *l, sf_tensor *x) {
+    return sf_linear(g, x, l->w, l->b);
+}
+
+sf_tensor *mdl_ln_fwd(sf_ctx *g, const mdl_ln *l, sf_tensor *x) {
+    return sf_layernorm(g, x, l->w, l->b, l->eps);
+}
+
+sf_tensor *mdl_bn_fwd(sf_ctx *g, const mdl_bn *l, sf_tensor *x) {
+    return sf_batchnorm2d(g, x, l->w, l->b, l->mean, l->var, l->count, 1e-5f, 0.1f);
+}
+
+sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
+    return sf_conv2d(g, x, l->w, l->b, l->stride, l->pad, l->groups);
+}
+
+static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
+    return act == SF_ACT_RELU ? sf_relu(g, x) : sf_gelu(g, x);
+}
+
+static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
+    return p > 0 ? sf_dropout(g, x, p) : x;
+}
+
+/* timm Mlp: fc2(drop(act(fc1 x))) then drop. */
+sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
+    sf_tensor *h = dropout(g, act_fwd(g, l->act, mdl_linear_fwd(g, &l->fc1, x)), l->drop);
+    return dropout(g, mdl_linear_fwd(g, &l->fc2, h), l->drop);
+}
+
+sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps) {
+    switch (norm) {
+    case SF_NORM_L1: return sf_l1norm_tokens(g, x, eps);
+    case SF_NORM_L2: return sf_l2norm_tokens(g, x, eps);
+    case SF_NORM_NONE: return x;
+    default: SF_ASSERT(0, "sima: normalization %d is not l1, l2 or none", (int)norm);
+    }
+}
+
+void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip) {
+    const int H = q->shape[1], N = q->shape[2], D = q->shape[3], n = N - skip;
+    if (n <= 0) return;
+    if (m->viz_n != n) {
+        m->viz_q = sf_realloc(m->viz_q, (size_t)n * sizeof(float));
+        m->viz_k = sf_realloc(m->viz_k, (size_t)n * sizeof(float));
+        m->viz_n = n;
+    }
+    /* batch element 0 only: (H, N, D) at the start of q and k */
+    for (int t = 0; t < n; t++) {
+        double sq = 0, sk = 0;
+        for (int h = 0; h < H; h++) {
+            const float *qr = q->data + ((size_t)h * N + skip + t) * D;
+            const float *kr = k->data + ((size_t)h * N + skip + t) * D;
+            double aq = 0, ak = 0;
+            for (int d = 0; d < D; d++) {
+                aq += (double)qr[d] * qr[d];
+                ak += (double)kr[d] * kr[d];
+            }
+            sq += sqrt(aq);
+            sk += sqrt(ak);
+        }
+        m->viz_q[t] = (float)(sq / H);
+        m->viz_k[t] = (float)(sk / H);
+    }
+    m->viz_valid = 1;
+}
+
+/* ViT / XCiT token mixing: qkv -> heads -> {msa, sima, xca} -> merge -> proj -> drop. */
+sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x) {
+    const int C = x->shape[2], D = C / a->H;
+    sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, x);  // (B, N, 3C)
+    sf_tensor *q = sf_heads_split(g, qkv, 3, 0, a->H);  // (B, H, N, D)
+    sf_tensor *k = sf_heads_split(g, qkv, 3, 1, a->H);  // (B, H, N, D)
+    sf_tensor *v = sf_heads_split(g, qkv, 3, 2, a->H);  // (B, H, N, D)
+    sf_tensor *o = NULL;                                 // (B, H, N, D)
+    switch (a->kind) {
+    case SF_ATTN_MSA: o = sf_msa(g, q, k, v, 1.0f / sqrtf((float)D)); break;
+    case SF_ATTN_XCA: o = sf_xca(g, q, k, v, a->temperature); break;
+    case SF_ATTN_SIMA: {
+        /* F.normalize default eps 1e-12 (sima.py) */
+        sf_tensor *qn = mdl_sima_norm(g, q, a->norm, 1e-12f);
+        sf_tensor *kn = mdl_sima_norm(g, k, a->norm, 1e-12f);
+        if (a->record_viz && m) mdl_viz_record(m, qn, kn, a->viz_skip);
+        o = sf_sima(g, qn, kn, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
+        break;
+    }
+    default: SF_ASSERT(0, "attention kind %d in a ViT/XCiT block", (int)a->kind);
+    }
+    sf_tensor *y = mdl_linear_fwd(g, &a->proj, sf_heads_merge(g, o));  // (B, N, C)
+    return dropout(g, y, a->drop);
+}
+
+sf_tensor *mdl_tokens_from_image(sf_ctx *g, sf_tensor *x) {
+    const int B = x->shape[0], C = x->shape[1], n = x->shape[2] * x->shape[3];
+    sf_tensor *r = sf_reshape(g, x, 3, (int[]){B, C, n});  // (B, C, n)
+    return sf_permute(g, r, (int[]){0, 2, 1});              // (B, n, C)
+}
+
+sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w) {
+    const int B = x->shape[0], C = x->shape[2];
+    SF_ASSERT(x->shape[1] == h * w, "tokens %d do not form a %dx%d grid", x->shape[1], h, w);
+    sf_tensor *t = sf_permute(g, x, (int[]){0, 2, 1});  // (B, C, n)
+    return sf_reshape(g, t, 4, (int[]){B, C, h, w});    // (B, C, h, w)
+}
+
+sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
+    if (p > 0) y = sf_drop_path(g, y, p);
+    return sf_add(g, x, y);
+}
+
+sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i) {
+    return (cfg->n_block_attn > 0 && i < cfg->n_block_attn) ? cfg->block_attn[i] : cfg->attn;
+}
+
+const char *mdl_attn_name(sf_attn_kind k) {
+    static const char *names[] = {"msa", "xca", "sima", "soft"};
+    return (unsigned)k < 4 ? names[k] : "?";
+}
+
+const char *mdl_norm_name(sf_attn_norm n) {
+    static const char *names[] = {"l1", "l2", "none", "symmetric"};
+    return (unsigned)n < 4 ? names[n] : "?";
+}
+
+const char *mdl_family_name(sf_family f) {
+    static const char *names[] = {"vit", "xcit", "soft"};
+    return (unsigned)f < 3 ? names[f] : "?";
+}

@@ -1,0 +1,276 @@
+/* soft.c — SOFT / SOFT++ pyramids (fudan-zvg/SOFT master, spec 1.4): conv-BN-ReLU stem and
+ * downsamplings, learned positional embeddings (bilinearly resized when the input grid
+ * differs from the one they were built for), softmax-free layers in stages 1–3 and softmax
+ * attention with a cls token in stage 4.
+ *
+ * SOFT layer (post-norm): h = LN1(x + Drop(mha(x))); out = LN2(h + Drop(ff2(GELU_tanh(ff1 h)))),
+ * Drop = element dropout at the layer's drop-path rate (official). mha per head (spec 3.11):
+ * Q = W_q x, V = W_v x, K = Q; Q ← Q/D^¼; landmarks L = GELU(LN(conv_r(Q as (D, Hs, Ws))));
+ * K1 = exp(−‖q_i − l_j‖²/2), K2 = exp(−‖l_i − l_j‖²/2); Z = NR(K2) (SOFT) or
+ * D^−½ NR(K2) D^−½ (SOFT++); core = (K1 Z)(K1ᵀ V) + Vconv(V); heads merged; `ff`.
+ *
+ * Deliberately not here: the `ratio == 1` softmax-free path (dead in the official code; stage
+ * 4 is softmax attention), SOFT-Huge's extra registry name beyond the spec table entry, the
+ * paper's avg-pool/random landmark variants.
+ *
+ * Dimension legend: B batch, n tokens of a stage, C channels, H heads, D head dim,
+ * M landmarks, Hs×Ws stage grid.
+ */
+#include "models_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int soft_ratio[3] = {8, 4, 2};   // landmark conv kernel = stride per stage
+static const int soft_vconv[3] = {9, 5, 3};   // V depthwise conv kernel per stage
+
+typedef struct soft_layer {
+    mdl_linear wq, wv, ff, ff1, ff2;
+    mdl_conv landmark;        // (D, D, r, r), shared by the heads
+    mdl_ln lnorm;             // Qnorm_act.0: LN(D), eps 1e-5
+    mdl_conv vconv;           // (H, 1, k, k), groups H
+    mdl_ln norm1, norm2;      // eps 1e-5
+    int H;
+    float drop;
+} soft_layer;
+
+typedef struct soft_block4 {
+    mdl_ln norm1, norm2;
+    mdl_linear q, kv, proj;
+    mdl_mlp mlp;
+    float drop_path;
+} soft_block4;
+
+typedef struct soft_model {
+    mdl_conv stem_conv[3];
+    mdl_bn stem_bn[3];
+    mdl_conv down_conv[3];    // patch_embed2..4
+    mdl_bn down_bn[3];
+    sf_tensor *pos[4];        // (1, n_s, C_s); pos[3] has n_4 + 1 (cls) rows
+    sf_tensor *cls_token;     // (1, 1, C4)
+    int pos_grid[4];          // grid side each pos_embed was built for
+    soft_layer *layers[3];
+    soft_block4 *b4;
+    mdl_ln norm;
+    mdl_linear head;
+} soft_model;
+
+int soft_build(sf_model *m, sf_params *ps) {
+    const sf_model_cfg *c = &m->cfg;
+    const sf_family F = SF_FAMILY_SOFT;
+    soft_model *s = sf_calloc(1, sizeof(*s));
+    m->family = s;
+    char p[160];
+    int total = 0;
+    for (int st = 0; st < 4; st++) total += c->depths[st];
+    int t = 0;  // layer counter over all stages for the drop-rate linspace
+    const float p_max = c->drop_path_rate;
+
+    /* stem: conv3x3 s2 3→32, conv3x3 s1 32→32, conv3x3 s2 32→C1, each + BN + ReLU */
+    const int stem_out[3] = {32, 32, c->embed_dims[0]}, stem_stride[3] = {2, 1, 2};
+    int cin = c->in_chans;
+    for (int u = 0; u < 3; u++) {
+        snprintf(p, sizeof p, "patch_embed1.proj.%d", 3 * u);
+        s->stem_conv[u] = mdl_conv_add(ps, F, p, stem_out[u], cin, 3, stem_stride[u], 1, 1, 1);
+        snprintf(p, sizeof p, "patch_embed1.proj.%d", 3 * u + 1);
+        s->stem_bn[u] = mdl_bn_add(ps, F, p, stem_out[u]);
+        cin = stem_out[u];
+    }
+    int grid = c->img_size / 4;
+    for (int st = 0; st < 4; st++) {
+        const int C = c->embed_dims[st], H = c->stage_heads[st], D = C / H;
+        if (st > 0) {
+            snprintf(p, sizeof p, "patch_embed%d.proj.0", st + 1);
+            s->down_conv[st - 1] = mdl_conv_add(ps, F, p, C, c->embed_dims[st - 1], 3, 2, 1, 1, 1);
+            snprintf(p, sizeof p, "patch_embed%d.proj.1", st + 1);
+            s->down_bn[st - 1] = mdl_bn_add(ps, F, p, C);
+            grid = (grid - 1) / 2 + 1;  // conv3x3 s2 p1
+        }
+        s->pos_grid[st] = grid;
+        snprintf(p, sizeof p, "pos_embed%d", st + 1);
+        s->pos[st] = mdl_param(ps, F, "", p, 3, (int[]){1, grid * grid + (st == 3), C}, 1, 0,
+                               SF_INIT_TRUNC_NORMAL, 0.02f);
+        if (st == 3) {
+            s->cls_token = mdl_param(ps, F, "", "cls_token", 3, (int[]){1, 1, C}, 1, 0,
+                                     SF_INIT_TRUNC_NORMAL, 0.02f);
+            s->b4 = sf_calloc((size_t)(c->depths[3] > 0 ? c->depths[3] : 1), sizeof(soft_block4));
+            for (int i = 0; i < c->depths[3]; i++, t++) {
+                soft_block4 *b = &s->b4[i];
+                snprintf(p, sizeof p, "block4.%d.norm1", i);
+                b->norm1 = mdl_ln_add(ps, F, p, C, 1e-6f);
+                snprintf(p, sizeof p, "block4.%d.attn.q", i);
+                b->q = mdl_linear_add(ps, F, p, C, C, 1);
+                snprintf(p, sizeof p, "block4.%d.attn.kv", i);
+                b->kv = mdl_linear_add(ps, F, p, 2 * C, C, 1);
+                snprintf(p, sizeof p, "block4.%d.attn.proj", i);
+                b->proj = mdl_linear_add(ps, F, p, C, C, 1);
+                snprintf(p, sizeof p, "block4.%d.norm2", i);
+                b->norm2 = mdl_ln_add(ps, F, p, C, 1e-6f);
+                snprintf(p, sizeof p, "block4.%d.mlp.", i);
+                b->mlp = mdl_mlp_add(ps, F, p, C, (int)(C * c->mlp_ratio), c->act, c->drop_rate);
+                b->drop_path = total > 1 ? p_max * (float)t / (float)(total - 1) : 0.0f;
+            }
+            continue;
+        }
+        const int r = soft_ratio[st], k = soft_vconv[st];
+        s->layers[st] = sf_calloc((size_t)(c->depths[st] > 0 ? c->depths[st] : 1), sizeof(soft_layer));
+        for (int i = 0; i < c->depths[st]; i++, t++) {
+            soft_layer *l = &s->layers[st][i];
+            char q[128];
+            snprintf(q, sizeof q, "block%d.%d.att.", st + 1, i);
+            l->H = H;
+            snprintf(p, sizeof p, "%smha.W_q", q);
+            l->wq = mdl_linear_add(ps, F, p, C, C, 1);
+            snprintf(p, sizeof p, "%smha.W_v", q);
+            l->wv = mdl_linear_add(ps, F, p, C, C, 1);
+            snprintf(p, sizeof p, "%smha.attn.Qlandmark_op", q);
+            l->landmark = mdl_conv_add(ps, F, p, D, D, r, r, 0, 1, 0);
+            snprintf(p, sizeof p, "%smha.attn.Qnorm_act.0", q);
+            l->lnorm = mdl_ln_add(ps, F, p, D, 1e-5f);
+            snprintf(p, sizeof p, "%smha.attn.conv", q);
+            l->vconv = mdl_conv_add(ps, F, p, H, H, k, 1, k / 2, H, 0);
+            snprintf(p, sizeof p, "%smha.ff", q);
+            l->ff = mdl_linear_add(ps, F, p, C, C, 1);
+            snprintf(p, sizeof p, "%snorm1", q);
+            l->norm1 = mdl_ln_add(ps, F, p, C, 1e-5f);
+            snprintf(p, sizeof p, "%snorm2", q);
+            l->norm2 = mdl_ln_add(ps, F, p, C, 1e-5f);
+            /* mlp ratio is always 4 here (mlp_ratios only reach stage 4 in the official code) */
+            snprintf(p, sizeof p, "%sff1", q);
+            l->ff1 = mdl_linear_add(ps, F, p, 4 * C, C, 1);
+            snprintf(p, sizeof p, "%sff2", q);
+            l->ff2 = mdl_linear_add(ps, F, p, C, 4 * C, 1);
+            l->drop = total > 1 ? p_max * (float)t / (float)(total - 1) : 0.0f;
+        }
+    }
+    s->norm = mdl_ln_add(ps, F, "norm", c->embed_dims[3], 1e-6f);
+    s->head = mdl_linear_add(ps, F, "head", c->num_classes, c->embed_dims[3], 1);
+    return 0;
+}
+
+void soft_free(sf_model *m) {
+    soft_model *s = m->family;
+    if (!s) return;
+    for (int st = 0; st < 3; st++) free(s->layers[st]);
+    free(s->b4);
+    free(s);
+}
+
+/* (dst, src) weights of a 1-D bilinear resize, align_corners=false (F.interpolate). */
+static sf_tensor *bilinear_matrix(sf_ctx *g, int src, int dst) {
+    sf_tensor *W = sf_tensor_new2(g, dst, src);  // (dst, src)
+    memset(W->data, 0, W->numel * sizeof(float));
+    const float scale = (float)src / (float)dst;
+    for (int i = 0; i < dst; i++) {
+        float s = scale * ((float)i + 0.5f) - 0.5f;
+        if (s < 0) s = 0;
+        int i0 = (int)s, i1 = i0 < src - 1 ? i0 + 1 : i0;
+        float l1 = s - (float)i0;
+        W->data[(size_t)i * src + i0] += 1.0f - l1;
+        W->data[(size_t)i * src + i1] += l1;
+    }
+    return W;
+}
+
+/* pos (1, S*S, C) -> (1, Ht*Wt, C): bilinear over the grid, differentiable (two products with
+ * constant matrices: rows, then columns). Identity when the grids agree. */
+static sf_tensor *pos_resize(sf_ctx *g, sf_tensor *pos, int S, int Ht, int Wt) {
+    const int C = pos->shape[2];
+    if (S == Ht && S == Wt) return pos;
+    sf_tensor *x = sf_reshape(g, pos, 2, (int[]){S, S * C});                     // (S, S·C)
+    x = sf_matmul(g, bilinear_matrix(g, S, Ht), x, 0, 0);                         // (Ht, S·C)
+    x = sf_permute(g, sf_reshape(g, x, 3, (int[]){Ht, S, C}), (int[]){1, 0, 2});  // (S, Ht, C)
+    x = sf_matmul(g, bilinear_matrix(g, S, Wt), sf_reshape(g, x, 2, (int[]){S, Ht * C}), 0, 0);
+    x = sf_permute(g, sf_reshape(g, x, 3, (int[]){Wt, Ht, C}), (int[]){1, 0, 2});  // (Ht, Wt, C)
+    return sf_reshape(g, x, 3, (int[]){1, Ht * Wt, C});
+}
+
+/* The softmax-free core of one layer: q, v (B, n, C) -> (B, n, C) before `ff`. */
+static sf_tensor *soft_core(sf_ctx *g, const sf_model_cfg *c, const soft_layer *l, sf_tensor *q,
+                            sf_tensor *v, int Hs, int Ws) {
+    const int B = q->shape[0], n = q->shape[1], H = l->H, D = q->shape[2] / H;
+    sf_tensor *Q = sf_scale(g, sf_heads_split(g, q, 1, 0, H), 1.0f / sqrtf(sqrtf((float)D)));  // (B, H, n, D)
+    sf_tensor *V = sf_heads_split(g, v, 1, 0, H);  // (B, H, n, D)
+    /* landmarks: Q as (B·H, D, Hs, Ws) images, one conv shared by every head */
+    sf_tensor *li = sf_reshape(g, sf_permute(g, Q, (int[]){0, 1, 3, 2}), 4, (int[]){B * H, D, Hs, Ws});
+    li = mdl_conv_fwd(g, &l->landmark, li);  // (B·H, D, hs, ws)
+    const int M = li->shape[2] * li->shape[3];
+    sf_tensor *L = sf_permute(g, sf_reshape(g, li, 3, (int[]){B * H, D, M}), (int[]){0, 2, 1});
+    L = sf_reshape(g, L, 4, (int[]){B, H, M, D});
+    L = sf_gelu(g, mdl_ln_fwd(g, &l->lnorm, L));  // (B, H, M, D)
+    sf_tensor *K1 = sf_gauss_kernel(g, Q, L, 1.0f);  // (B, H, n, M)
+    sf_tensor *K2 = sf_gauss_kernel(g, L, L, 1.0f);  // (B, H, M, M)
+    sf_tensor *Z = c->attn_norm == SF_NORM_SYMMETRIC
+                       ? sf_soft_symnorm(g, K2, c->nr_iters, (sf_nr_init)c->nr_init)
+                       : sf_nr_pinv(g, K2, c->nr_iters, (sf_nr_init)c->nr_init);  // (B, H, M, M)
+    sf_tensor *T = sf_matmul(g, K1, V, 1, 0);   // (B, H, M, D) K1ᵀV
+    sf_tensor *R = sf_matmul(g, K1, Z, 0, 0);   // (B, H, n, M)
+    sf_tensor *X = sf_matmul(g, R, T, 0, 0);    // (B, H, n, D)
+    /* V conv: V viewed as (B·D, H, Hs, Ws), one k×k kernel per head shared over D */
+    sf_tensor *vc = sf_reshape(g, sf_permute(g, V, (int[]){0, 3, 1, 2}), 4, (int[]){B * D, H, Hs, Ws});
+    vc = mdl_conv_fwd(g, &l->vconv, vc);  // (B·D, H, Hs, Ws)
+    vc = sf_permute(g, sf_reshape(g, vc, 4, (int[]){B, D, H, n}), (int[]){0, 2, 3, 1});  // (B, H, n, D)
+    return sf_heads_merge(g, sf_add(g, X, vc));  // (B, n, C)
+}
+
+static sf_tensor *soft_layer_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_layer *l,
+                                 sf_tensor *x, int Hs, int Ws) {
+    sf_tensor *a = mdl_linear_fwd(g, &l->ff, soft_core(g, c, l, mdl_linear_fwd(g, &l->wq, x),
+                                                       mdl_linear_fwd(g, &l->wv, x), Hs, Ws));
+    if (l->drop > 0) a = sf_dropout(g, a, l->drop);
+    sf_tensor *h = mdl_ln_fwd(g, &l->norm1, sf_add(g, a, x));
+    sf_tensor *f = mdl_linear_fwd(g, &l->ff2, sf_gelu_tanh(g, mdl_linear_fwd(g, &l->ff1, h)));
+    if (l->drop > 0) f = sf_dropout(g, f, l->drop);
+    return mdl_ln_fwd(g, &l->norm2, sf_add(g, f, h));
+}
+
+/* PVT Block with sr_ratio 1: pre-norm softmax MSA with separate q and kv Linears. */
+static sf_tensor *block4_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_block4 *b, sf_tensor *x) {
+    const int H = c->stage_heads[3], D = c->embed_dims[3] / H;
+    sf_tensor *u = mdl_ln_fwd(g, &b->norm1, x);
+    sf_tensor *q = sf_heads_split(g, mdl_linear_fwd(g, &b->q, u), 1, 0, H);  // (B, H, N, D)
+    sf_tensor *kv = mdl_linear_fwd(g, &b->kv, u);                             // (B, N, 2C)
+    sf_tensor *o = sf_msa(g, q, sf_heads_split(g, kv, 2, 0, H), sf_heads_split(g, kv, 2, 1, H),
+                          1.0f / sqrtf((float)D));
+    sf_tensor *a = mdl_linear_fwd(g, &b->proj, sf_heads_merge(g, o));
+    if (c->drop_rate > 0) a = sf_dropout(g, a, c->drop_rate);
+    x = mdl_residual(g, x, a, b->drop_path);
+    return mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
+}
+
+sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+    const sf_model_cfg *c = &m->cfg;
+    soft_model *s = m->family;
+    const int B = images->shape[0];
+    sf_tensor *h = images;  // (B, Cin, H, W)
+    for (int u = 0; u < 3; u++)
+        h = sf_relu(g, mdl_bn_fwd(g, &s->stem_bn[u], mdl_conv_fwd(g, &s->stem_conv[u], h)));
+    sf_tensor *x = NULL;
+    for (int st = 0; st < 4; st++) {
+        if (st > 0) {
+            h = mdl_image_from_tokens(g, x, h->shape[2], h->shape[3]);
+            h = sf_relu(g, mdl_bn_fwd(g, &s->down_bn[st - 1], mdl_conv_fwd(g, &s->down_conv[st - 1], h)));
+        }
+        const int Hs = h->shape[2], Ws = h->shape[3], S = s->pos_grid[st];
+        x = mdl_tokens_from_image(g, h);  // (B, Hs·Ws, C)
+        if (st < 3) {
+            x = sf_add_broadcast(g, x, pos_resize(g, s->pos[st], S, Hs, Ws));
+            if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
+            for (int i = 0; i < c->depths[st]; i++) x = soft_layer_fwd(g, c, &s->layers[st][i], x, Hs, Ws);
+        } else {
+            /* cls prepended before adding pos_embed4; its cls row is never resized */
+            x = sf_concat_tokens(g, s->cls_token, x);
+            sf_tensor *pos = s->pos[3];
+            if (S != Hs || S != Ws)
+                pos = sf_concat_tokens(g, sf_slice_tokens(g, pos, 0, 1),
+                                       pos_resize(g, sf_slice_tokens(g, pos, 1, S * S), S, Hs, Ws));
+            x = sf_add_broadcast(g, x, pos);
+            for (int i = 0; i < c->depths[3]; i++) x = block4_fwd(g, c, &s->b4[i], x);
+        }
+    }
+    x = mdl_ln_fwd(g, &s->norm, x);
+    const int C4 = c->embed_dims[3];
+    return mdl_linear_fwd(g, &s->head, sf_reshape(g, sf_slice_tokens(g, x, 0, 1), 2, (int[]){B, C4}));
+}

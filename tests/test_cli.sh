@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Integration tests of the sfvit command on real Fashion-MNIST data (a small subset):
+# config errors, training, resume equality, fine-tuning with a new head, the NaN stop with
+# the checkpoint intact, an ablation grid, eval, info, viz and data check.
+# Usage: test_cli.sh SFVIT_BINARY SOURCE_ROOT
+set -uo pipefail
+SFVIT=$(realpath "$1")
+ROOT=$(realpath "$2")
+FM=/usr/share/datasets/fashion-mnist
+W=$(mktemp -d /tmp/sfvit-cli-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+# A gzip'd IDX file holding the first N records of another (header count rewritten).
+idx_head() { # src.gz dst.gz N record_bytes magic_tail
+  local src=$1 dst=$2 n=$3 rec=$4 dims=$5
+  { printf "\x00\x00\x08$dims"
+    printf "\\x$(printf %02x $(( (n >> 24) & 255 )))\\x$(printf %02x $(( (n >> 16) & 255 )))\\x$(printf %02x $(( (n >> 8) & 255 )))\\x$(printf %02x $(( n & 255 )))"
+    if [ "$dims" = '\x03' ]; then printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'; hdr=16; else hdr=8; fi
+    zcat "$src" | tail -c +$((hdr + 1)) | head -c $((n * rec))
+  } | gzip -1 > "$dst"
+}
+
+if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
+  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
+fi
+idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz 2048 784 '\x03'
+idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz 2048 1 '\x01'
+idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 512 784 '\x03'
+idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 512 1 '\x01'
+NAMES=$ROOT/train/configs/fmnist_classes.txt
+check "data import-idx train" "$SFVIT" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$NAMES"
+check "data import-idx val" "$SFVIT" data import-idx va-img.gz va-lab.gz fm/val --classes "$NAMES"
+check "2048 train PNGs" test "$(find fm/train -name '*.png' | wc -l)" -eq 2048
+check "data check" "$SFVIT" data check fm
+BASE=$ROOT/train/configs/fmnist_tiny.yaml
+COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1)
+
+# ---- config errors name the key and the place ----
+printf 'model:\n  img_size: 28\n  embed_dimm: 64\n' > badkey.yaml
+out=$("$SFVIT" train badkey.yaml 2>&1); rc=$?
+check "unknown key rejected" test $rc -ne 0
+check "unknown key named with file:line" grep -q "badkey.yaml:3.*embed_dimm" <<< "$out"
+out=$("$SFVIT" train "$BASE" optim.lr=abc 2>&1); rc=$?
+check "wrong type rejected" test $rc -ne 0
+check "wrong type names the key" grep -q "optim.lr" <<< "$out"
+out=$("$SFVIT" train "$BASE" train.batch_size=0 2>&1); rc=$?
+check "out of range rejected" test $rc -ne 0
+check "out of range names the key" grep -q "train.batch_size" <<< "$out"
+out=$("$SFVIT" train "$BASE" model.attn=softmaxx 2>&1); rc=$?
+check "bad enum rejected" test $rc -ne 0
+check "bad enum lists choices" grep -q "sima" <<< "$out"
+
+# ---- an uninterrupted run of 2 epochs (16 steps each) ----
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=full train.epochs=2 2>&1); rc=$?
+echo "$out" | tail -3
+check "train exits 0" test $rc -eq 0
+check "prints final val top-1" grep -q "final val top-1" <<< "$out"
+for f in config.yaml log.jsonl metrics.csv last.safetensors best.safetensors; do
+  check "run folder has $f" test -s runs/full/$f
+done
+top1=$(grep -o 'final val top-1 [0-9.]*' <<< "$out" | awk '{print $4}')
+check "tiny model learns (top-1 $top1 > 40)" awk -v t="$top1" 'BEGIN{exit !(t > 40)}'
+
+# ---- resume: stop after 11 steps, resume, same losses step for step ----
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=part train.epochs=2 train.max_steps=11 > part1.log 2>&1
+check "partial run stops with a checkpoint" grep -q "stopped after train.max_steps" part1.log
+"$SFVIT" train --resume runs/part train.max_steps=0 > part2.log 2>&1
+check "resumed run completes" grep -q "final val top-1" part2.log
+losses() { grep '"batch"' "$1" | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/'; }
+losses runs/full/log.jsonl > full.txt
+losses runs/part/log.jsonl > part.txt
+check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < part.txt)"
+check "resume: losses equal step for step" cmp -s full.txt part.txt
+check "resume: final weights identical" cmp -s <("$SFVIT" eval runs/full/last.safetensors --data fm 2>&1 | grep -o 'loss.*') \
+                                             <("$SFVIT" eval runs/part/last.safetensors --data fm 2>&1 | grep -o 'loss.*')
+
+# ---- eval ----
+out=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1); rc=$?
+check "eval exits 0" test $rc -eq 0
+check "eval prints top-1 and top-5" grep -q "top-1 .*top-5" <<< "$out"
+
+# ---- fine-tune on 5 classes: head re-initialized ----
+mkdir -p fm5/train fm5/val
+for c in $(ls fm/train | head -5); do cp -r fm/train/$c fm5/train/; cp -r fm/val/$c fm5/val/; done
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" data.root=fm5 model.num_classes=5 train.name=ft \
+      model.init_from=runs/full/best.safetensors 2>&1); rc=$?
+check "fine-tune exits 0" test $rc -eq 0
+check "fine-tune reports the new head" grep -q "head.weight re-initialized" <<< "$out"
+check "fine-tune loaded the rest" grep -q "tensors loaded" <<< "$out"
+
+# ---- NaN stop: divergence keeps the last good checkpoint ----
+cp runs/full/last.safetensors good.safetensors
+"$SFVIT" train --resume runs/full train.epochs=3 model.attn_norm=none optim.lr=1e6 sched.warmup_epochs=0 sched.min_lr=1e6 > nan.log 2>&1; rc=$?
+check "divergence exits 3" test $rc -eq 3
+check "divergence message names the step" grep -qE "(NaN|Inf).* at step [0-9]+" nan.log
+check "last checkpoint untouched" cmp -s good.safetensors runs/full/last.safetensors
+check "last checkpoint still loads" "$SFVIT" eval runs/full/last.safetensors --data fm
+
+# ---- ablation grid of 3 variants ----
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=abl model.attn_norm=l1,l2,none train.max_train_fraction=0.5 2>&1); rc=$?
+check "ablate exits 0" test $rc -eq 0
+check "ablation.md written" test -s runs/abl/ablation.md
+check "ablation.csv has 3 variants" test "$(tail -n +2 runs/abl/ablation.csv | wc -l)" -eq 3
+check "ablation rows carry a status" test "$(grep -cE '(ok|diverged at step)' runs/abl/ablation.csv)" -eq 3
+
+# ---- info, viz ----
+for m in deit_tiny deit_small xcit_small_12_p16 soft_tiny; do
+  check "info $m" "$SFVIT" info $m
+done
+img=$(find fm/val -name '*.png' | head -1)
+check "viz writes a PNG" "$SFVIT" viz runs/full/best.safetensors "$img" -o heat.png
+check "viz PNG header" test "$(head -c 8 heat.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+check "viz PNG decodes" "$SFVIT" data check-image heat.png
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

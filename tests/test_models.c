@@ -1,0 +1,601 @@
+/* test_models.c — the model builders: parameter counts and MACs of every named model against
+ * the spec's computed figures (spec 1.2–1.5, 6: params exact, MACs within 0.1%), exp()/GELU
+ * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
+ * against the spec tables, forward+backward of tiny configs of every family × attention kind
+ * (finite logits, a gradient for every trainable parameter), SimA order switching, a
+ * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, and the pos_embed resize.
+ *
+ * Deliberately not here: comparisons with PyTorch logits (tests/golden).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "sfvit/model.h"
+
+/* ---- figures (spec section 6 and 1.5) ---- */
+typedef struct figure {
+    const char *name;
+    size_t params;
+    double gmacs;         // rounded to 3 decimals in the spec
+    const char *softmax;  // exp() counters and GELU evaluations as `sfvit info` prints them
+    const char *kernel;
+    const char *erf, *tanh_;
+    const char *nr;       // "(0.188 G)" or NULL
+} figure;
+
+static const figure figures[] = {
+    {"deit_tiny", 5717416, 1.254, "1,397,124", "0", "1,815,552", "0", NULL},
+    {"deit_small", 22050664, 4.599, "2,794,248", "0", "3,631,104", "0", NULL},
+    {"xcit_tiny_12_p16", 6716272, 1.245, "112,168", "0", "2,786,304", "0", NULL},
+    {"xcit_small_12_p16", 26253304, 4.854, "224,336", "0", "5,572,608", "0", NULL},
+    {"xcit_tiny_12_p8", 6706504, 4.829, "116,872", "0", "9,936,384", "0", NULL},
+    {"xcit_tiny_24_p16", 12116896, 2.337, "222,760", "0", "5,044,224", "0", NULL},
+    {"soft_tiny", 13069056, 1.969, "80,000", "998,816", "267,520", "2,358,272", "(0.188 G)"},
+    {"soft_small", 24110092, 3.410, "160,000", "1,642,284", "541,312", "3,763,200", "(0.395 G)"},
+    {"soft_small_repo", 38858462, 6.505, "160,000", "3,202,934", "745,152", "7,024,640", "(1.007 G)"},
+    {"soft_medium", 45812707, 7.526, "200,000", "3,935,239", "943,200", "8,555,008", "(1.294 G)"},
+    {"soft_large", 64700646, 11.425, "200,000", "5,603,934", "1,161,152", "12,042,240", "(1.948 G)"},
+    {"soft_huge", 87108273, 16.278, "200,000", "7,599,165", "1,391,648", "16,332,288", "(2.640 G)"},
+};
+
+static char *info_text(const sf_model_cfg *c) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sf_model_info(c, f);
+    fclose(f);
+    return buf;
+}
+
+static int contains(const char *text, const char *a, const char *b) {
+    char want[160];
+    snprintf(want, sizeof want, "%s%s", a, b);
+    return strstr(text, want) != NULL;
+}
+
+static void check_macs(const char *what, const sf_model_cfg *c, double gmacs) {
+    double got = sf_model_macs(c) / 1e9;
+    CHECK(fabs(got - gmacs) <= 1e-3 * gmacs, "%s: %.4f GMACs, spec %.3f", what, got, gmacs);
+}
+
+static void test_figures(void) {
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        const figure *f = &figures[i];
+        sf_model_cfg c;
+        CHECK(sf_model_defaults(&c, f->name) == 0, "%s has defaults", f->name);
+        size_t p = sf_model_param_count(&c);
+        CHECK(p == f->params, "%s: %zu params, spec %zu", f->name, p, f->params);
+        check_macs(f->name, &c, f->gmacs);
+        char *t = info_text(&c);
+        CHECK(contains(t, "softmax ", f->softmax), "%s: softmax exp %s not in info", f->name, f->softmax);
+        CHECK(contains(t, "SOFT kernel ", f->kernel), "%s: kernel exp %s not in info", f->name, f->kernel);
+        CHECK(contains(t, "erf ", f->erf), "%s: GELU erf %s not in info", f->name, f->erf);
+        CHECK(contains(t, "tanh ", f->tanh_), "%s: GELU tanh %s not in info", f->name, f->tanh_);
+        if (f->nr) CHECK(contains(t, "Newton-Raphson ", "") && strstr(t, f->nr), "%s: NR %s", f->name, f->nr);
+        free(t);
+        printf("  %-18s params %10zu  GMACs %.3f  (spec %.3f)\n", f->name, p, sf_model_macs(&c) / 1e9, f->gmacs);
+    }
+}
+
+/* SimA variants (spec 1.5 and 6): XCiT minus L·H temperatures; DeiT-S orders. */
+static void test_sima_variants(void) {
+    static const struct { const char *name; size_t params; } xs[] = {
+        {"xcit_tiny_12_p16", 6716224}, {"xcit_small_12_p16", 26253208},
+        {"xcit_tiny_12_p8", 6706456}, {"xcit_tiny_24_p16", 12116800}};
+    sf_model_cfg c;
+    for (int i = 0; i < 4; i++) {
+        sf_model_defaults(&c, xs[i].name);
+        c.attn = SF_ATTN_SIMA;
+        CHECK(sf_model_param_count(&c) == xs[i].params, "%s sima: %zu params, spec %zu", xs[i].name,
+              sf_model_param_count(&c), xs[i].params);
+    }
+    sf_model_defaults(&c, "xcit_small_12_p16");
+    c.attn = SF_ATTN_SIMA;
+    check_macs("sima_small_12_p16", &c, 4.854);
+    char *t = info_text(&c);
+    CHECK(contains(t, "softmax ", "0,") && contains(t, "erf ", "5,572,608"), "sima_small counters");
+    CHECK(strstr(t, "SimA order:               kv_first") != NULL, "sima_small resolves kv_first");
+    free(t);
+    c.lpi = 0;
+    CHECK(sf_model_param_count(&c) == 26138008, "sima_small lpi off: %zu", sf_model_param_count(&c));
+    check_macs("sima_small lpi off", &c, 4.837);
+    t = info_text(&c);
+    CHECK(contains(t, "erf ", "4,669,440"), "sima_small lpi off GELU");
+    free(t);
+
+    sf_model_defaults(&c, "deit_small");
+    c.attn = SF_ATTN_SIMA;
+    CHECK(sf_model_param_count(&c) == 22050664, "deit_small sima params");
+    check_macs("deit_small sima (auto = kv-first)", &c, 4.357);
+    c.sima_order = SF_SIMA_QK_FIRST;
+    check_macs("deit_small sima qk-first", &c, 4.599);
+    c.sima_order = SF_SIMA_AUTO;
+    c.num_heads = 1;  // D = 384 > N = 197: qk-first
+    check_macs("deit_small sima 1 head", &c, 4.599);
+    t = info_text(&c);
+    CHECK(strstr(t, "SimA order:               qk_first") != NULL, "1 head resolves qk_first");
+    free(t);
+
+    sf_model_defaults(&c, "soft_tiny");
+    c.attn_norm = SF_NORM_SYMMETRIC;  // SOFT++: same shapes and keys
+    CHECK(sf_model_param_count(&c) == 13069056, "soft_tiny symmetric params");
+}
+
+/* Custom ViT: the spec 1.2 formula with hidden = mlp_ratio·C. */
+static void test_custom_vit(void) {
+    sf_model_cfg c;
+    CHECK(sf_model_defaults(&c, "vit") == 0, "vit defaults");
+    c.img_size = 32;
+    c.patch_size = 4;
+    c.embed_dim = 48;
+    c.depth = 3;
+    c.num_heads = 2;
+    c.num_classes = 10;
+    c.in_chans = 1;
+    const size_t C = 48, L = 3, P = 4, N = 64, K = 10;
+    size_t want = C * (1 * P * P + 1) + C + (N + 1) * C + L * (12 * C * C + 13 * C) + 2 * C + K * (C + 1);
+    CHECK(sf_model_param_count(&c) == want, "custom vit: %zu params, formula %zu", sf_model_param_count(&c), want);
+    double macs = (double)N * C * P * P + L * (12.0 * (N + 1) * C * C + 2.0 * (N + 1) * (N + 1) * C) + (double)C * K;
+    CHECK(fabs(sf_model_macs(&c) - macs) < 0.5, "custom vit MACs %.0f, formula %.0f", sf_model_macs(&c), macs);
+    /* rejected configs: message and NULL, nothing registered */
+    sf_params ps;
+    sf_params_init(&ps);
+    c.attn = SF_ATTN_XCA;
+    CHECK(sf_model_build(&c, &ps) == NULL && ps.count == 0, "vit with xca is rejected");
+    c.attn = SF_ATTN_MSA;
+    c.embed_dim = 49;
+    CHECK(sf_model_build(&c, &ps) == NULL, "embed_dim not divisible by heads is rejected");
+    sf_params_free(&ps);
+    CHECK(sf_model_defaults(&c, "no_such_model") == -1, "unknown name is an error");
+    int n = 0;
+    for (; sf_model_names[n]; n++) CHECK(sf_model_defaults(&c, sf_model_names[n]) == 0, "%s", sf_model_names[n]);
+    CHECK(n >= 12, "%d names", n);
+}
+
+/* Per-part params of xcit_small_12_p16 (spec 6). */
+static size_t part_params(const char *text, const char *part) {
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", part);
+    const char *s = strstr(text, key);
+    if (!s) return 0;
+    s = strstr(s, "params");
+    if (!s) return 0;
+    s += 6;
+    size_t v = 0;
+    while (*s == ' ') s++;
+    for (; *s && *s != ' '; s++)
+        if (*s >= '0' && *s <= '9') v = v * 10 + (size_t)(*s - '0');
+    return v;
+}
+
+static void test_parts(void) {
+    sf_model_cfg c;
+    sf_model_defaults(&c, "xcit_small_12_p16");
+    char *t = info_text(&c);
+    static const struct { const char *part; size_t n; } want[] = {
+        {"cls_token", 384}, {"patch_embed", 873648}, {"pos_embeder", 24960},
+        {"blocks", 21418080}, {"cls_attn_blocks", 3550464}, {"norm", 768}, {"head", 385000}};
+    for (int i = 0; i < 7; i++)
+        CHECK(part_params(t, want[i].part) == want[i].n, "xcit_small part %s: %zu, spec %zu", want[i].part,
+              part_params(t, want[i].part), want[i].n);
+    free(t);
+}
+
+/* ---- names, shapes, flags ---- */
+static void expect_param(sf_params *ps, const char *name, int ndim, const int *shape, int flags) {
+    sf_param *p = sf_params_find(ps, name);
+    CHECK(p != NULL, "parameter %s exists", name);
+    if (!p) return;
+    int ok = p->t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = p->t->shape[i] == shape[i];
+    CHECK(ok, "%s shape", name);
+    CHECK(p->flags == flags, "%s flags %d, want %d", name, p->flags, flags);
+}
+
+enum { TR = SF_PARAM_TRAINABLE, DEC = SF_PARAM_DECAY, OFF = SF_PARAM_DECAY_OFFICIAL };
+
+static void test_names(void) {
+    sf_model_cfg c;
+    sf_params ps;
+    sf_model *m;
+
+    sf_model_defaults(&c, "deit_small");
+    sf_params_init(&ps);
+    m = sf_model_build(&c, &ps);
+    CHECK(m != NULL, "deit_small builds");
+    expect_param(&ps, "cls_token", 3, (int[]){1, 1, 384}, TR);
+    expect_param(&ps, "pos_embed", 3, (int[]){1, 197, 384}, TR);
+    expect_param(&ps, "patch_embed.proj.weight", 4, (int[]){384, 3, 16, 16}, TR | DEC | OFF);
+    expect_param(&ps, "patch_embed.proj.bias", 1, (int[]){384}, TR);
+    expect_param(&ps, "blocks.3.attn.qkv.weight", 2, (int[]){1152, 384}, TR | DEC | OFF);
+    expect_param(&ps, "blocks.3.attn.qkv.bias", 1, (int[]){1152}, TR);
+    expect_param(&ps, "blocks.11.mlp.fc2.weight", 2, (int[]){384, 1536}, TR | DEC | OFF);
+    expect_param(&ps, "blocks.0.norm1.weight", 1, (int[]){384}, TR);
+    expect_param(&ps, "head.weight", 2, (int[]){1000, 384}, TR | DEC | OFF);
+    CHECK(ps.count == 4 + 12 * 12 + 4, "deit_small has %d views", ps.count);
+    sf_model_free(m);
+    sf_params_free(&ps);
+
+    sf_model_defaults(&c, "xcit_small_12_p16");
+    sf_params_init(&ps);
+    m = sf_model_build(&c, &ps);
+    expect_param(&ps, "patch_embed.proj.0.0.weight", 4, (int[]){48, 3, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "patch_embed.proj.6.0.weight", 4, (int[]){384, 192, 3, 3}, TR | DEC | OFF);
+    CHECK(sf_params_find(&ps, "patch_embed.proj.6.0.bias") == NULL, "patch-embed convs have no bias");
+    expect_param(&ps, "patch_embed.proj.6.1.running_var", 1, (int[]){384}, 0);
+    expect_param(&ps, "patch_embed.proj.6.1.num_batches_tracked", 0, (int[]){1}, SF_PARAM_I64);
+    expect_param(&ps, "pos_embeder.token_projection.weight", 4, (int[]){384, 64, 1, 1}, TR | DEC | OFF);
+    expect_param(&ps, "blocks.5.attn.temperature", 3, (int[]){8, 1, 1}, TR | OFF);
+    expect_param(&ps, "blocks.5.local_mp.conv1.weight", 4, (int[]){384, 1, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "blocks.5.local_mp.bn.weight", 1, (int[]){384}, TR);
+    expect_param(&ps, "blocks.5.gamma3", 1, (int[]){384}, TR);
+    expect_param(&ps, "cls_attn_blocks.1.attn.qkv.weight", 2, (int[]){1152, 384}, TR | DEC | OFF);
+    expect_param(&ps, "cls_attn_blocks.1.gamma2", 1, (int[]){384}, TR);
+    expect_param(&ps, "cls_token", 3, (int[]){1, 1, 384}, TR);
+    sf_model_free(m);
+    sf_params_free(&ps);
+
+    sf_model_defaults(&c, "xcit_tiny_12_p8");
+    c.attn = SF_ATTN_SIMA;
+    c.lpi = 0;
+    sf_params_init(&ps);
+    m = sf_model_build(&c, &ps);
+    expect_param(&ps, "patch_embed.proj.4.0.weight", 4, (int[]){192, 96, 3, 3}, TR | DEC | OFF);
+    CHECK(sf_params_find(&ps, "patch_embed.proj.6.0.weight") == NULL, "p8 has 3 units");
+    CHECK(sf_params_find(&ps, "blocks.0.attn.temperature") == NULL, "sima has no temperature");
+    CHECK(sf_params_find(&ps, "blocks.0.norm3.weight") == NULL && sf_params_find(&ps, "blocks.0.gamma3") == NULL &&
+              sf_params_find(&ps, "blocks.0.local_mp.conv1.weight") == NULL,
+          "lpi off removes norm3, local_mp, gamma3");
+    sf_model_free(m);
+    sf_params_free(&ps);
+
+    sf_model_defaults(&c, "xcit_tiny_24_p16");
+    sf_params_init(&ps);
+    m = sf_model_build(&c, &ps);
+    sf_params_alloc(&ps);
+    sf_rng r;
+    sf_rng_seed(&r, 1);
+    sf_model_init(m, &ps, &r);
+    CHECK(sf_params_find(&ps, "blocks.23.gamma1")->t->data[7] == 1e-5f, "tiny_24 eta 1e-5");
+    CHECK(sf_params_find(&ps, "blocks.0.local_mp.bn.running_var")->t->data[0] == 1.0f, "BN var init 1");
+    {
+        sf_tensor *w = sf_params_find(&ps, "blocks.0.local_mp.conv1.weight")->t;
+        float mx = 0;
+        for (size_t i = 0; i < w->numel; i++) mx = fmaxf(mx, fabsf(w->data[i]));
+        CHECK(mx <= 1.0f / 3.0f && mx > 0.2f, "ku(9) bound 1/3, max |w| %g", mx);
+        sf_tensor *q = sf_params_find(&ps, "blocks.0.attn.qkv.weight")->t;
+        double s2 = 0;
+        for (size_t i = 0; i < q->numel; i++) s2 += (double)q->data[i] * q->data[i];
+        double sd = sqrt(s2 / q->numel);
+        CHECK(fabs(sd - 0.02) < 0.001, "tn(0.02) std %g", sd);
+    }
+    sf_model_free(m);
+    sf_params_free(&ps);
+
+    sf_model_defaults(&c, "soft_tiny");
+    sf_params_init(&ps);
+    m = sf_model_build(&c, &ps);
+    expect_param(&ps, "patch_embed1.proj.0.weight", 4, (int[]){32, 3, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "patch_embed1.proj.6.weight", 4, (int[]){64, 32, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "patch_embed1.proj.7.running_mean", 1, (int[]){64}, 0);
+    expect_param(&ps, "patch_embed3.proj.0.weight", 4, (int[]){320, 128, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "pos_embed1", 3, (int[]){1, 3136, 64}, TR | OFF);
+    expect_param(&ps, "pos_embed4", 3, (int[]){1, 50, 512}, TR | OFF);
+    expect_param(&ps, "cls_token", 3, (int[]){1, 1, 512}, TR);
+    expect_param(&ps, "block1.0.att.mha.attn.Qlandmark_op.weight", 4, (int[]){32, 32, 8, 8}, TR | DEC | OFF);
+    expect_param(&ps, "block2.1.att.mha.attn.Qlandmark_op.weight", 4, (int[]){32, 32, 4, 4}, TR | DEC | OFF);
+    expect_param(&ps, "block3.2.att.mha.attn.conv.weight", 4, (int[]){10, 1, 3, 3}, TR | DEC | OFF);
+    expect_param(&ps, "block1.0.att.mha.attn.conv.weight", 4, (int[]){2, 1, 9, 9}, TR | DEC | OFF);
+    expect_param(&ps, "block3.0.att.mha.attn.Qnorm_act.0.weight", 1, (int[]){32}, TR);
+    expect_param(&ps, "block3.0.att.mha.W_q.weight", 2, (int[]){320, 320}, TR | DEC | OFF);
+    expect_param(&ps, "block3.0.att.ff1.weight", 2, (int[]){1280, 320}, TR | DEC | OFF);
+    expect_param(&ps, "block4.1.attn.kv.weight", 2, (int[]){1024, 512}, TR | DEC | OFF);
+    expect_param(&ps, "block4.1.mlp.fc1.weight", 2, (int[]){2048, 512}, TR | DEC | OFF);
+    CHECK(sf_params_find(&ps, "block1.0.att.mha.W_k.weight") == NULL, "SOFT has no W_k (K = Q)");
+    sf_model_free(m);
+    sf_params_free(&ps);
+}
+
+/* ---- tiny forward + backward ---- */
+typedef struct tiny {
+    const char *label;
+    sf_model_cfg cfg;
+} tiny;
+
+static sf_model_cfg tiny_vit(sf_attn_kind k, sf_attn_norm n) {
+    sf_model_cfg c;
+    sf_model_defaults(&c, "vit");
+    c.img_size = 32;
+    c.patch_size = 8;
+    c.embed_dim = 32;
+    c.depth = 2;
+    c.num_heads = 2;
+    c.num_classes = 5;
+    c.attn = k;
+    c.attn_norm = n;
+    c.drop_path_rate = 0;
+    return c;
+}
+
+static sf_model_cfg tiny_xcit(sf_attn_kind k, sf_attn_norm n, int P) {
+    sf_model_cfg c;
+    sf_model_defaults(&c, "xcit_tiny_12_p16");
+    c.img_size = 32;
+    c.patch_size = P;
+    c.embed_dim = 32;
+    c.depth = 2;
+    c.num_heads = 4;
+    c.num_classes = 5;
+    c.attn = k;
+    c.attn_norm = n;
+    c.drop_path_rate = 0;
+    return c;
+}
+
+static sf_model_cfg tiny_soft(sf_attn_norm n) {
+    sf_model_cfg c;
+    sf_model_defaults(&c, "soft_tiny");
+    c.img_size = 64;
+    const int d[4] = {16, 16, 32, 32}, h[4] = {2, 2, 2, 2}, l[4] = {1, 1, 1, 1};
+    for (int s = 0; s < 4; s++) {
+        c.embed_dims[s] = d[s];
+        c.stage_heads[s] = h[s];
+        c.depths[s] = l[s];
+    }
+    c.num_classes = 5;
+    c.attn_norm = n;
+    c.drop_path_rate = 0;
+    return c;
+}
+
+static void fill_images(sf_tensor *x, int B, int C, int S, uint64_t seed) {
+    memset(x, 0, sizeof(*x));
+    x->ndim = 4;
+    x->shape[0] = B;
+    x->shape[1] = C;
+    x->shape[2] = S;
+    x->shape[3] = S;
+    x->numel = (size_t)B * C * S * S;
+    x->data = malloc(x->numel * sizeof(float));
+    sf_rng r;
+    sf_rng_seed(&r, seed);
+    for (size_t i = 0; i < x->numel; i++) x->data[i] = sf_rng_normal(&r);
+}
+
+static int all_finite(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return 0;
+    return 1;
+}
+
+static void test_forward_backward(const char *label, sf_model_cfg c) {
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model *m = sf_model_build(&c, &ps);
+    CHECK(m != NULL, "%s builds", label);
+    if (!m) return;
+    sf_params_alloc(&ps);
+    sf_rng r;
+    sf_rng_seed(&r, 7);
+    sf_model_init(m, &ps, &r);
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.training = 1;
+    const int B = 2;
+    sf_tensor x;
+    fill_images(&x, B, c.in_chans, c.img_size, 11);
+    sf_tensor *logits = sf_model_forward(&g, m, &x);
+    CHECK(logits->ndim == 2 && logits->shape[0] == B && logits->shape[1] == c.num_classes, "%s logits shape", label);
+    CHECK(all_finite(logits->data, logits->numel), "%s logits finite", label);
+    int labels[2] = {1, 3};
+    sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, 0.0f);
+    sf_backward(&g, loss);
+    int zero = 0, nan = 0;
+    for (int i = 0; i < ps.count; i++) {
+        const sf_param *p = &ps.list[i];
+        if (!(p->flags & SF_PARAM_TRAINABLE)) continue;
+        double s = 0;
+        for (size_t j = 0; j < p->t->numel; j++) s += fabs(p->t->grad[j]);
+        if (!isfinite(s)) {
+            nan++;
+            fprintf(stderr, "  %s: %s gradient not finite\n", label, p->t->name);
+        } else if (s == 0) {
+            zero++;
+            fprintf(stderr, "  %s: %s gradient is zero\n", label, p->t->name);
+        }
+    }
+    CHECK(zero == 0 && nan == 0, "%s: %d zero and %d non-finite parameter gradients", label, zero, nan);
+    /* BatchNorm statistics moved in training mode */
+    for (int i = 0; i < ps.count; i++)
+        if (strstr(ps.list[i].t->name, "num_batches_tracked")) {
+            CHECK(ps.list[i].t->data[0] == 1.0f, "%s: %s = %g after one step", label, ps.list[i].t->name,
+                  ps.list[i].t->data[0]);
+            break;
+        }
+    /* eval mode, no tape */
+    sf_ctx_reset(&g);
+    g.training = 0;
+    g.grad_enabled = 0;
+    sf_tensor *e = sf_model_forward(&g, m, &x);
+    CHECK(all_finite(e->data, e->numel), "%s eval logits finite", label);
+    printf("  fwd+bwd %-28s loss %.4f  %d views\n", label, loss->data[0], ps.count);
+    free(x.data);
+    sf_ctx_free(&g);
+    sf_model_free(m);
+    sf_params_free(&ps);
+}
+
+/* Eval-time order switch: same logits either way; drop path on but eval. */
+static void test_order_switch(const char *label, sf_model_cfg c) {
+    sf_params ps;
+    sf_params_init(&ps);
+    c.drop_path_rate = 0.1f;
+    sf_model *m = sf_model_build(&c, &ps);
+    sf_params_alloc(&ps);
+    sf_rng r;
+    sf_rng_seed(&r, 3);
+    sf_model_init(m, &ps, &r);
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.training = 0;
+    g.grad_enabled = 0;
+    sf_tensor x;
+    fill_images(&x, 2, c.in_chans, c.img_size, 5);
+    sf_model_set_sima_order(m, SF_SIMA_QK_FIRST);
+    sf_tensor *a = sf_model_forward(&g, m, &x);
+    float qn[64], kn[64], qn2[64];
+    int gh = 0, gw = 0;
+    CHECK(sf_model_sima_token_norms(m, qn, kn, &gh, &gw) == 0, "%s token norms recorded", label);
+    CHECK(gh * gw > 0 && gh * gw <= 64, "%s grid %dx%d", label, gh, gw);
+    int pos = 1;
+    for (int i = 0; i < gh * gw; i++) pos &= qn[i] > 0 && kn[i] > 0 && isfinite(qn[i]);
+    CHECK(pos, "%s token norms positive", label);
+    sf_model_set_sima_order(m, SF_SIMA_KV_FIRST);
+    sf_tensor *b = sf_model_forward(&g, m, &x);
+    allclose(label, b->data, a->data, a->numel, 0.0f, 1e-4f);
+    sf_model_sima_token_norms(m, qn2, NULL, NULL, NULL);
+    allclose("token norms", qn2, qn, (size_t)(gh * gw), 1e-6f, 0.0f);
+    free(x.data);
+    sf_ctx_free(&g);
+    sf_model_free(m);
+    sf_params_free(&ps);
+}
+
+/* Whole-model gradient check: a few parameters of a tiny model are the probed inputs. */
+typedef struct gc_model {
+    sf_model *m;
+    sf_tensor *x;
+} gc_model;
+
+static sf_tensor *gc_model_fwd(sf_ctx *g, sf_tensor **in, void *user) {
+    (void)in;
+    gc_model *u = user;
+    return sf_model_forward(g, u->m, u->x);
+}
+
+/* Float32 forward, so the step is a compromise: 1e-3 on weights scaled ×10 keeps both the
+ * rounding noise and the curvature (l1 sign kinks, GELU, LayerNorm) below the tolerance;
+ * larger steps fail on curvature alone, not on a wrong gradient (checked by breaking a
+ * backward: SFVIT_BREAK_BACKWARD=l1norm_tokens makes both checks fail). */
+static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *const *names, int n,
+                                 float tol) {
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model *m = sf_model_build(&c, &ps);
+    sf_params_alloc(&ps);
+    sf_rng r;
+    sf_rng_seed(&r, 9);
+    sf_model_init(m, &ps, &r);
+    /* larger weights than the init so every path carries signal */
+    for (int i = 0; i < ps.count; i++)
+        if (ps.list[i].init == SF_INIT_TRUNC_NORMAL)
+            for (size_t j = 0; j < ps.list[i].t->numel; j++) ps.list[i].t->data[j] *= 10.0f;
+    sf_tensor x;
+    fill_images(&x, 2, c.in_chans, c.img_size, 21);
+    sf_tensor *in[8];
+    float *keep[8];
+    for (int i = 0; i < n; i++) {
+        sf_param *p = sf_params_find(&ps, names[i]);
+        SF_ASSERT(p, "%s", names[i]);
+        in[i] = p->t;
+        keep[i] = p->t->grad;
+        p->t->grad = NULL;  // gradcheck owns the probed tensors' gradient buffers
+    }
+    gc_model u = {m, &x};
+    gradcheck(label, gc_model_fwd, &u, in, n, (gc_opts){.h = 1e-3f, .tol = tol, .max_probe = 20});
+    for (int i = 0; i < n; i++) {
+        free(in[i]->grad);
+        in[i]->grad = keep[i];
+    }
+    free(x.data);
+    sf_model_free(m);
+    sf_params_free(&ps);
+}
+
+/* ---- pos_embed resize (bicubic, align_corners=false) ---- */
+static void test_interpolate(void) {
+    const int C = 2, S = 4, T = 6;
+    float src[(1 + 16) * 2], dst[(1 + 36) * 2], same[(1 + 16) * 2];
+    for (int i = 0; i < (1 + 16) * C; i++) src[i] = (float)((i * 7919) % 23) / 7.0f - 1.0f;
+    CHECK(sf_vit_interpolate_pos_embed(src, S, same, S, C) == 0, "same grid");
+    allclose("interp identity", same, src, (size_t)(1 + 16) * C, 0, 1e-6f);
+    CHECK(sf_vit_interpolate_pos_embed(src, S, dst, T, C) == 0, "4 -> 6");
+    CHECK(dst[0] == src[0] && dst[1] == src[1], "cls row kept");
+    /* F.interpolate(x, size=(6,6), mode='bicubic', align_corners=False) of channel 0 of this
+     * grid (x[y][x] = src[2 + 2*(4y+x)]), computed with PyTorch 1.13: first row and a
+     * middle entry. */
+    static const float torch_row0[6] = {1.2975767f, 0.1615049f, -0.1908435f, 1.656618f, 1.3042692f, 0.1681982f};
+    static const float torch_22 = 0.9528741f;
+    float got_row0[6];
+    for (int j = 0; j < 6; j++) got_row0[j] = dst[C + (0 * T + j) * C];
+    allclose("bicubic row 0 vs torch", got_row0, torch_row0, 6, 0, 2e-5f);
+    float got22 = dst[C + (2 * T + 2) * C];
+    allclose("bicubic (2,2) vs torch", &got22, &torch_22, 1, 0, 2e-5f);
+    /* a constant field stays constant (the weights of every output sum to 1) */
+    for (int i = C; i < (1 + 16) * C; i++) src[i] = 0.25f;
+    sf_vit_interpolate_pos_embed(src, S, dst, T, C);
+    float want[72];
+    for (int i = 0; i < 72; i++) want[i] = 0.25f;
+    allclose("bicubic constant", dst + C, want, (size_t)36 * C, 0, 1e-6f);
+}
+
+int main(void) {
+    sf_threads_init(0);
+    test_figures();
+    test_sima_variants();
+    test_custom_vit();
+    test_parts();
+    test_names();
+    test_interpolate();
+
+    test_forward_backward("vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1));
+    test_forward_backward("vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
+    test_forward_backward("vit sima l2", tiny_vit(SF_ATTN_SIMA, SF_NORM_L2));
+    test_forward_backward("vit sima none", tiny_vit(SF_ATTN_SIMA, SF_NORM_NONE));
+    {
+        sf_model_cfg c = tiny_vit(SF_ATTN_SIMA, SF_NORM_L1);
+        c.act = SF_ACT_RELU;
+        c.in_chans = 1;
+        c.n_block_attn = 2;
+        c.block_attn[0] = SF_ATTN_MSA;
+        c.block_attn[1] = SF_ATTN_SIMA;
+        test_forward_backward("vit msa+sima relu gray", c);
+    }
+    test_forward_backward("xcit xca p16", tiny_xcit(SF_ATTN_XCA, SF_NORM_L1, 16));
+    test_forward_backward("xcit xca p8", tiny_xcit(SF_ATTN_XCA, SF_NORM_L1, 8));
+    test_forward_backward("xcit sima l1 p8", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8));
+    test_forward_backward("xcit sima l2 p16", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L2, 16));
+    {
+        sf_model_cfg c = tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8);
+        c.lpi = 0;
+        test_forward_backward("xcit sima lpi off", c);
+    }
+    test_forward_backward("soft", tiny_soft(SF_NORM_NONE));
+    test_forward_backward("soft++ symmetric", tiny_soft(SF_NORM_SYMMETRIC));
+
+    test_order_switch("order switch vit sima", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
+    test_order_switch("order switch xcit sima", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8));
+
+    {
+        static const char *const names[] = {"blocks.0.attn.qkv.weight", "patch_embed.proj.weight",
+                                            "blocks.1.mlp.fc1.bias", "pos_embed", "cls_token"};
+        test_model_gradcheck("model vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), names, 5, 2e-2f);
+    }
+    {
+        static const char *const names[] = {"blocks.1.attn.qkv.weight", "cls_attn_blocks.0.attn.qkv.weight",
+                                            "blocks.0.local_mp.conv1.weight", "cls_token",
+                                            "pos_embeder.token_projection.weight"};
+        test_model_gradcheck("model xcit sima l1", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), names, 5, 3e-2f);
+    }
+    {
+        static const char *const names[] = {"block1.0.att.mha.W_q.weight", "block2.0.att.mha.attn.Qlandmark_op.weight",
+                                            "block3.0.att.mha.attn.conv.weight", "pos_embed2",
+                                            "block4.0.attn.kv.weight"};
+        test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5, 3e-2f);
+        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 3e-2f);
+    }
+    return test_summary("test_models");
+}

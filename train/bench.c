@@ -1,0 +1,158 @@
+/* bench.c — `sfvit bench CONFIG [key=value ...] [--steps N]`: random data at the config's
+ * batch size and resolution; warm-up, then timed training steps (forward, backward, AdamW)
+ * and timed inference batches. Prints per-phase times, GFLOP/s and the fraction of an sgemm
+ * peak measured here on the model's largest product, then the two lines
+ * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfvit/optim.h"
+#include "sfvit/train.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* GFLOP/s of cblas_sgemm on an (M x K) * (K x N) product, median of a few runs. */
+static double sgemm_gflops(int M, int N, int K) {
+    float *a = sf_aligned_alloc((size_t)M * K * sizeof(float));
+    float *b = sf_aligned_alloc((size_t)K * N * sizeof(float));
+    float *c = sf_aligned_alloc((size_t)M * N * sizeof(float));
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    double t[7];
+    for (int r = 0; r < 8; r++) {
+        double t0 = sf_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        if (r > 0) t[r - 1] = sf_now() - t0;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return 2.0 * M * N * K / median(t, 7) * 1e-9;
+}
+
+int sf_cmd_bench(int argc, char **argv) {
+    const char *config_path = NULL;
+    char *overrides[128];
+    int n_over = 0, steps = 5, warmup = 2;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+        else if (strchr(argv[i], '=') && argv[i][0] != '-' && n_over < 128) overrides[n_over++] = argv[i];
+        else if (argv[i][0] != '-' && !config_path) config_path = argv[i];
+        else {
+            sf_error("bench: unexpected argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    if (!config_path || steps < 1) {
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N]");
+        return 2;
+    }
+    sf_config cfg;
+    if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
+    int threads = sf_threads_init(cfg.train.threads);
+    const sf_model_cfg *mc = &cfg.model;
+    const int B = cfg.train.batch_size, C = mc->in_chans, S = mc->img_size, K = mc->num_classes;
+
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model *m = sf_model_build(mc, &ps);
+    if (!m) return 1;
+    sf_params_alloc(&ps);
+    sf_rng rng;
+    sf_rng_seed(&rng, cfg.train.seed + 17);
+    sf_model_init(m, &ps, &rng);
+
+    sf_tensor x;
+    memset(&x, 0, sizeof x);
+    x.ndim = 4;
+    x.shape[0] = B;
+    x.shape[1] = C;
+    x.shape[2] = S;
+    x.shape[3] = S;
+    x.numel = (size_t)B * C * S * S;
+    x.data = sf_aligned_alloc(x.numel * sizeof(float));
+    for (size_t i = 0; i < x.numel; i++) x.data[i] = sf_rng_normal(&rng);
+    int *labels = sf_malloc((size_t)B * sizeof(int));
+    for (int i = 0; i < B; i++) labels[i] = (int)sf_rng_below(&rng, (uint32_t)K);
+
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    double *tf = sf_malloc((size_t)steps * sizeof(double)), *tb = sf_malloc((size_t)steps * sizeof(double));
+    double *to = sf_malloc((size_t)steps * sizeof(double)), *ti = sf_malloc((size_t)steps * sizeof(double));
+    for (int s = -warmup; s < steps; s++) {
+        g.training = 1;
+        g.grad_enabled = 1;
+        sf_params_zero_grad(&ps);
+        double t0 = sf_now();
+        sf_tensor *logits = sf_model_forward(&g, m, &x);
+        sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg.aug.smoothing);
+        double t1 = sf_now();
+        sf_backward(&g, loss);
+        double t2 = sf_now();
+        sf_adamw_step(&ps, &cfg.optim, 1e-6f, s + warmup + 1);
+        double t3 = sf_now();
+        sf_ctx_reset(&g);
+        if (s >= 0) {
+            tf[s] = t1 - t0;
+            tb[s] = t2 - t1;
+            to[s] = t3 - t2;
+        }
+    }
+    size_t arena_peak = g.arena.peak;
+    for (int s = -warmup; s < steps; s++) {
+        g.training = 0;
+        g.grad_enabled = 0;
+        double t0 = sf_now();
+        sf_model_forward(&g, m, &x);
+        double t1 = sf_now();
+        sf_ctx_reset(&g);
+        if (s >= 0) ti[s] = t1 - t0;
+    }
+    const double f = median(tf, steps), b = median(tb, steps), o = median(to, steps), inf = median(ti, steps);
+    const double train = f + b + o;
+    const double macs = sf_model_macs(mc); /* per image, forward */
+    /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
+    const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
+    /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
+    int width = mc->family == SF_FAMILY_SOFT ? mc->embed_dims[0] : mc->embed_dim;
+    int tokens = mc->family == SF_FAMILY_SOFT ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
+    int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
+    double peak = sgemm_gflops(B * tokens, hidden, width);
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s\n",
+           mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)");
+    printf("  %-22s %10s\n", "phase", "ms (median)");
+    printf("  %-22s %10.1f\n", "forward", f * 1e3);
+    printf("  %-22s %10.1f\n", "backward", b * 1e3);
+    printf("  %-22s %10.1f\n", "optimizer", o * 1e3);
+    printf("  %-22s %10.1f\n", "train step", train * 1e3);
+    printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
+    printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
+           infer_gflops);
+    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
+           B * tokens, hidden, width, peak, 100 * train_gflops / peak, 100 * infer_gflops / peak);
+    printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
+           arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
+    printf("train_img_per_s %.2f\n", B / train);
+    printf("infer_img_per_s %.2f\n", B / inf);
+    free(tf);
+    free(tb);
+    free(to);
+    free(ti);
+    free(x.data);
+    free(labels);
+    sf_ctx_free(&g);
+    sf_model_free(m);
+    sf_params_free(&ps);
+    return 0;
+}

@@ -1,0 +1,393 @@
+/* commands.c — `sfvit train`, `eval`, `info`, `data` and `ablate`: argument parsing and
+ * the glue between config, data, model, checkpoint and the trainer. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sfvit/checkpoint.h"
+#include "sfvit/train.h"
+
+static int is_override(const char *arg) { return strchr(arg, '=') != NULL && arg[0] != '-'; }
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* ---- sfvit train CONFIG [key=value ...] | --resume RUN_DIR [key=value ...] ---- */
+int sf_cmd_train(int argc, char **argv) {
+    const char *config_path = NULL, *resume = NULL;
+    char *overrides[128];
+    int n_over = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume") && i + 1 < argc)
+            resume = argv[++i];
+        else if (is_override(argv[i]) && n_over < 128)
+            overrides[n_over++] = argv[i];
+        else if (argv[i][0] != '-' && !config_path)
+            config_path = argv[i];
+        else {
+            sf_error("train: unexpected argument '%s'", argv[i]);
+            sf_hint("usage: sfvit train CONFIG.yaml [key=value ...]  |  sfvit train --resume RUN_DIR");
+            return 2;
+        }
+    }
+    char resume_cfg[SF_PATH_MAX + 16];
+    if (resume) {
+        if (config_path) {
+            sf_error("train: give either a config or --resume RUN_DIR, not both");
+            return 2;
+        }
+        snprintf(resume_cfg, sizeof resume_cfg, "%s/config.yaml", resume);
+        config_path = resume_cfg;
+    }
+    if (!config_path) {
+        sf_error("train: no config given");
+        sf_hint("usage: sfvit train CONFIG.yaml [key=value ...]");
+        return 2;
+    }
+    sf_config cfg;
+    if (sf_config_load(&cfg, config_path, n_over, overrides) != 0) return SF_TRAIN_ERROR;
+    if (sf_config_validate(&cfg) != 0) return SF_TRAIN_ERROR;
+    sf_train_result res;
+    int status = sf_train(&cfg, resume, &res);
+    if (status == SF_TRAIN_OK && res.epochs_done > 0)
+        printf("final val top-1 %.2f%%  top-5 %.2f%%  best top-1 %.2f%%  (%.0f s)\n", res.final_top1,
+               res.final_top5, res.best_top1, res.seconds);
+    return status;
+}
+
+/* Loads the config stored in a checkpoint's metadata (written by sfvit train). */
+static int config_from_checkpoint(const char *ckpt, sf_config *cfg, int n_over, char *const *over) {
+    sf_st_file meta;
+    if (sf_st_open(&meta, ckpt) != 0) return -1;
+    const char *text = sf_st_meta_get(&meta, "config");
+    if (!text) {
+        sf_st_close(&meta);
+        sf_error("%s: checkpoint holds no config", ckpt);
+        sf_hint("pass the model's config with --config FILE.yaml");
+        return -1;
+    }
+    char tmp[] = "/tmp/sfvit-config-XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        sf_st_close(&meta);
+        return sf_error("cannot create a temporary file: %s", strerror(errno));
+    }
+    size_t len = strlen(text);
+    int ok = write(fd, text, len) == (ssize_t)len;
+    close(fd);
+    sf_st_close(&meta);
+    int rc = ok ? sf_config_load(cfg, tmp, n_over, over) : sf_error("cannot write %s", tmp);
+    unlink(tmp);
+    return rc;
+}
+
+int sf_checkpoint_config(const char *ckpt, const char *config_path, sf_config *cfg) {
+    return config_path ? sf_config_load(cfg, config_path, 0, NULL) : config_from_checkpoint(ckpt, cfg, 0, NULL);
+}
+
+/* ---- sfvit eval CKPT --data DIR [--config FILE] [--split val] [key=value ...] ---- */
+int sf_cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL, *config_path = NULL, *split = NULL;
+    char *overrides[128];
+    int n_over = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
+        else if (is_override(argv[i]) && n_over < 128) overrides[n_over++] = argv[i];
+        else if (argv[i][0] != '-' && !ckpt) ckpt = argv[i];
+        else {
+            sf_error("eval: unexpected argument '%s'", argv[i]);
+            sf_hint("usage: sfvit eval CKPT.safetensors --data DIR [--config FILE.yaml] [--split val]");
+            return 2;
+        }
+    }
+    if (!ckpt) {
+        sf_error("eval: no checkpoint given");
+        sf_hint("usage: sfvit eval CKPT.safetensors --data DIR");
+        return 2;
+    }
+    sf_config cfg;
+    int rc = config_path ? sf_config_load(&cfg, config_path, n_over, overrides)
+                         : config_from_checkpoint(ckpt, &cfg, n_over, overrides);
+    if (rc != 0) return 1;
+    if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
+    if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
+    sf_threads_init(cfg.train.threads);
+
+    sf_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    if (sf_dataset_open(&ds, cfg.data.root, cfg.data.val_split) != 0) return 1;
+    if (ds.num_classes != cfg.model.num_classes) {
+        sf_error("%s/%s has %d classes, the model %d", cfg.data.root, cfg.data.val_split, ds.num_classes,
+                 cfg.model.num_classes);
+        sf_dataset_free(&ds);
+        return 1;
+    }
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model *m = sf_model_build(&cfg.model, &ps);
+    int status = 1;
+    sf_loader *l = NULL;
+    if (!m) goto out;
+    sf_params_alloc(&ps);
+    if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto out;
+    sf_loader_opts o = {
+        .batch_size = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : cfg.train.batch_size,
+        .img_size = cfg.model.img_size,
+        .in_chans = cfg.model.in_chans,
+        .train = 0,
+        .workers = cfg.data.workers,
+        .prefetch = cfg.data.prefetch,
+        .seed = cfg.train.seed,
+        .aug = &cfg.aug,
+        .num_classes = cfg.model.num_classes,
+        .world = 1,
+        .fraction = 1.0f,
+    };
+    l = sf_loader_create(&ds, &o);
+    if (!l) goto out;
+    sf_eval_result r;
+    double t0 = sf_now();
+    sf_evaluate(m, l, cfg.model.num_classes, &r);
+    printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg.data.root,
+           cfg.data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
+    if (sf_loader_skipped(l)) printf("%d bad images were skipped\n", sf_loader_skipped(l));
+    status = 0;
+out:
+    if (l) sf_loader_free(l);
+    if (m) sf_model_free(m);
+    sf_params_free(&ps);
+    sf_dataset_free(&ds);
+    return status;
+}
+
+/* ---- sfvit info MODEL|CONFIG [key=value ...] ---- */
+int sf_cmd_info(int argc, char **argv) {
+    if (argc < 1) {
+        sf_error("info: name a model or a config");
+        fprintf(stderr, "models:");
+        for (int i = 0; sf_model_names[i]; i++) fprintf(stderr, " %s", sf_model_names[i]);
+        fputc('\n', stderr);
+        return 2;
+    }
+    sf_config cfg;
+    int rc;
+    if (ends_with(argv[0], ".yaml") || ends_with(argv[0], ".yml")) {
+        rc = sf_config_load(&cfg, argv[0], argc - 1, argv + 1);
+    } else {
+        sf_config_defaults(&cfg);
+        rc = sf_config_set(&cfg, "model.name", argv[0], "command line");
+        for (int i = 1; rc == 0 && i < argc; i++) {
+            char key[256];
+            const char *eq = strchr(argv[i], '=');
+            if (!eq || (size_t)(eq - argv[i]) >= sizeof key) {
+                sf_error("info: expected key=value, got '%s'", argv[i]);
+                return 2;
+            }
+            memcpy(key, argv[i], (size_t)(eq - argv[i]));
+            key[eq - argv[i]] = 0;
+            rc = sf_config_set(&cfg, key, eq + 1, "command line");
+        }
+    }
+    if (rc != 0 || sf_config_validate(&cfg) != 0) return 1;
+    sf_model_info(&cfg.model, stdout);
+    return 0;
+}
+
+/* ---- sfvit data import-idx | check ---- */
+int sf_cmd_data(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[0], "import-idx")) {
+        const char *classes = NULL;
+        for (int i = 4; i < argc; i++) {
+            if (!strcmp(argv[i], "--classes") && i + 1 < argc) classes = argv[++i];
+            else {
+                sf_error("data import-idx: unexpected argument '%s'", argv[i]);
+                return 2;
+            }
+        }
+        return sf_data_import_idx(argv[1], argv[2], argv[3], classes) == 0 ? 0 : 1;
+    }
+    if (argc == 2 && !strcmp(argv[0], "check")) return sf_data_check(argv[1], stdout) == 0 ? 0 : 1;
+    if (argc == 2 && !strcmp(argv[0], "check-image")) {
+        sf_image im;
+        char err[256];
+        if (sf_image_load(argv[1], 0, &im, err, sizeof err) != 0) {
+            sf_error("%s: %s", argv[1], err);
+            return 1;
+        }
+        printf("%s: %dx%d, %d channel%s\n", argv[1], im.w, im.h, im.c, im.c > 1 ? "s" : "");
+        sf_image_free(&im);
+        return 0;
+    }
+    sf_error("data: unknown or incomplete subcommand");
+    sf_hint("usage: sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
+            "       sfvit data check ROOT\n"
+            "       sfvit data check-image FILE");
+    return 2;
+}
+
+/* ---- sfvit ablate BASE.yaml key=a,b[,c] [key=x,y ...] [key=value ...] ----
+ * Each key with several comma-separated values (outside brackets) is an axis of the grid;
+ * the variants run one after another, each in <train.out>/<train.name>/<variant>/, and the
+ * table goes to <train.out>/<train.name>/ablation.{md,csv}. */
+#define MAX_AXES 8
+#define MAX_VALUES 16
+
+typedef struct axis {
+    char key[128];
+    char values[MAX_VALUES][128];
+    int n;
+} axis;
+
+static int split_values(const char *s, axis *a) {
+    int depth = 0;
+    char cur[128];
+    size_t len = 0;
+    a->n = 0;
+    for (const char *p = s;; p++) {
+        if (*p == '[') depth++;
+        if (*p == ']') depth--;
+        if ((*p == ',' && depth == 0) || *p == 0) {
+            if (a->n >= MAX_VALUES) return -1;
+            cur[len] = 0;
+            snprintf(a->values[a->n++], sizeof a->values[0], "%s", cur);
+            len = 0;
+            if (*p == 0) break;
+            continue;
+        }
+        if (len + 1 < sizeof cur) cur[len++] = *p;
+    }
+    return 0;
+}
+
+int sf_cmd_ablate(int argc, char **argv) {
+    if (argc < 2) {
+        sf_error("ablate: need a base config and at least one key=v1,v2 axis");
+        sf_hint("example: sfvit ablate train/configs/fmnist_sima.yaml model.attn_norm=l1,l2,none");
+        return 2;
+    }
+    const char *base = argv[0];
+    axis axes[MAX_AXES];
+    int n_axes = 0;
+    char *fixed[64];
+    int n_fixed = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (!eq) {
+            sf_error("ablate: expected key=values, got '%s'", argv[i]);
+            return 2;
+        }
+        axis a;
+        snprintf(a.key, sizeof a.key, "%.*s", (int)(eq - argv[i]), argv[i]);
+        if (split_values(eq + 1, &a) != 0) {
+            sf_error("ablate: too many values for %s (at most %d)", a.key, MAX_VALUES);
+            return 2;
+        }
+        if (a.n > 1) {
+            if (n_axes == MAX_AXES) return sf_error("ablate: at most %d axes", MAX_AXES) ? 2 : 2;
+            axes[n_axes++] = a;
+        } else if (n_fixed < 64) {
+            fixed[n_fixed++] = argv[i];
+        }
+    }
+    if (n_axes == 0) {
+        sf_error("ablate: no axis with several values (write key=a,b)");
+        return 2;
+    }
+    /* Validate every variant's config before running any of them. */
+    sf_config base_cfg;
+    if (sf_config_load(&base_cfg, base, n_fixed, fixed) != 0) return 1;
+    int total = 1;
+    for (int a = 0; a < n_axes; a++) total *= axes[a].n;
+
+    char dir[SF_PATH_MAX + 300];
+    snprintf(dir, sizeof dir, "%s/%s", base_cfg.train.out, base_cfg.train.name);
+    char md_path[SF_PATH_MAX + 340], csv_path[SF_PATH_MAX + 340];
+    snprintf(md_path, sizeof md_path, "%s/ablation.md", dir);
+    snprintf(csv_path, sizeof csv_path, "%s/ablation.csv", dir);
+
+    typedef struct row {
+        char variant[512];
+        sf_train_result r;
+    } row;
+    row *rows = sf_calloc((size_t)total, sizeof(row));
+    sf_config *cfgs = sf_calloc((size_t)total, sizeof(sf_config));
+    for (int v = 0; v < total; v++) {
+        char *over[64 + MAX_AXES];
+        char buf[MAX_AXES][300];
+        int n = 0, rem = v;
+        for (int i = 0; i < n_fixed; i++) over[n++] = fixed[i];
+        rows[v].variant[0] = 0;
+        for (int a = n_axes - 1; a >= 0; a--) {
+            int idx = rem % axes[a].n;
+            rem /= axes[a].n;
+            snprintf(buf[a], sizeof buf[a], "%s=%s", axes[a].key, axes[a].values[idx]);
+        }
+        for (int a = 0; a < n_axes; a++) {
+            over[n++] = buf[a];
+            const char *short_key = strrchr(axes[a].key, '.');
+            short_key = short_key ? short_key + 1 : axes[a].key;
+            size_t used = strlen(rows[v].variant);
+            snprintf(rows[v].variant + used, sizeof rows[v].variant - used, "%s%s=%s", a ? "," : "", short_key,
+                     strchr(buf[a], '=') + 1);
+        }
+        if (sf_config_load(&cfgs[v], base, n, over) != 0 || sf_config_validate(&cfgs[v]) != 0) {
+            sf_error("ablate: variant %s has an invalid config", rows[v].variant);
+            free(rows);
+            free(cfgs);
+            return 1;
+        }
+        if (snprintf(cfgs[v].train.out, sizeof cfgs[v].train.out, "%s", dir) >= (int)sizeof cfgs[v].train.out ||
+            snprintf(cfgs[v].train.name, sizeof cfgs[v].train.name, "%s", rows[v].variant) >=
+                (int)sizeof cfgs[v].train.name) {
+            sf_error("ablate: run folder name too long for variant %s", rows[v].variant);
+            free(rows);
+            free(cfgs);
+            return 1;
+        }
+    }
+    int worst = 0;
+    for (int v = 0; v < total; v++) {
+        printf("\n=== ablation variant %d/%d: %s ===\n", v + 1, total, rows[v].variant);
+        fflush(stdout);
+        int st = sf_train(&cfgs[v], NULL, &rows[v].r);
+        if (st == SF_TRAIN_ERROR) worst = 1;
+    }
+    FILE *md = fopen(md_path, "w"), *csv = fopen(csv_path, "w");
+    if (!md || !csv) {
+        sf_error("cannot write %s: %s", md ? csv_path : md_path, strerror(errno));
+        free(rows);
+        free(cfgs);
+        return 1;
+    }
+    fprintf(md, "# Ablation of %s\n\n| variant | final top-1 | best top-1 | time (s) | status |\n|---|---|---|---|---|\n",
+            base);
+    fprintf(csv, "variant,final_top1,best_top1,seconds,status\n");
+    for (int v = 0; v < total; v++) {
+        const sf_train_result *r = &rows[v].r;
+        char status[64];
+        if (r->status == SF_TRAIN_DIVERGED) snprintf(status, sizeof status, "diverged at step %ld", r->diverged_step);
+        else if (r->status == SF_TRAIN_OK) snprintf(status, sizeof status, "ok");
+        else snprintf(status, sizeof status, "error");
+        fprintf(md, "| %s | %.2f | %.2f | %.0f | %s |\n", rows[v].variant, r->final_top1, r->best_top1, r->seconds,
+                status);
+        fprintf(csv, "\"%s\",%.4f,%.4f,%.1f,%s\n", rows[v].variant, r->final_top1, r->best_top1, r->seconds, status);
+    }
+    fclose(md);
+    fclose(csv);
+    printf("\nablation table: %s\n", md_path);
+    FILE *show = fopen(md_path, "r");
+    if (show) {
+        char line[1024];
+        while (fgets(line, sizeof line, show)) fputs(line, stdout);
+        fclose(show);
+    }
+    free(rows);
+    free(cfgs);
+    return worst;
+}
