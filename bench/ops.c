@@ -17,7 +17,8 @@
  *
  * Output: one line per measurement, "op<TAB>shape<TAB>ms", and comment lines starting with
  * '#'. Threads: SFVIT_THREADS (default: every core), one setting for OpenMP and OpenBLAS.
- * Usage: ops [reps]   (default 9 timed repetitions after 2 warm-up runs).
+ * Usage: ops [reps] [filter]   (default 9 timed repetitions after 2 warm-up runs; filter: run
+ * only the variants whose name contains it).
  *
  * Deliberately not here: projections, MLPs, the landmark convolution (the op costs only).
  *
@@ -125,6 +126,7 @@ static double time_variant(sf_ctx *g, bench_fn fn, bench_leaves *x, int reps) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 9;
+    const char *filter = argc > 2 ? argv[2] : NULL;
     if (reps < 1) reps = 1;
     int threads = sf_threads_init(0);
     const char *ct = getenv("OPENBLAS_CORETYPE");
@@ -155,6 +157,7 @@ int main(int argc, char **argv) {
         char label[64];
         snprintf(label, sizeof label, "B%d H%d N%d D%d", sh.B, sh.H, sh.N, sh.D);
         for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+            if (filter && !strstr(variants[v].name, filter)) continue;
             double ms = time_variant(&g, variants[v].fn, &x, reps);
             if (strcmp(variants[v].name, "soft") == 0)
                 printf("soft(M=%d)\t%s\t%.3f\n", M, label, ms);

@@ -18,7 +18,7 @@ if [ ! -x "$bin" ]; then
     exit 1
 fi
 export SFVIT_THREADS="${SFVIT_THREADS:-2}"
-echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}"
+echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}   OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # The two sides alternate for ROUNDS rounds and each entry keeps its best median, so a

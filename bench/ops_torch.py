@@ -4,7 +4,8 @@ float32, forward + backward from a fixed upstream gradient, median of repeated r
 
 Output format matches bench/ops: "op<TAB>shape<TAB>ms" plus '#' comment lines.
 Threads: torch.set_num_threads(SFVIT_THREADS, default 2) so both sides use the same count.
-Usage: /usr/bin/python3 bench/ops_torch.py [reps]   (Debian python3-torch).
+Usage: /usr/bin/python3 bench/ops_torch.py [reps] [filter]   (Debian python3-torch; filter:
+run only the variants whose name contains it).
 
 Dimension legend: B batch, N tokens, H heads, D head dim, M landmarks.
 """
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 9
+FILTER = sys.argv[2] if len(sys.argv) > 2 else None
 THREADS = int(os.environ.get("SFVIT_THREADS", "2"))
 torch.set_num_threads(THREADS)
 torch.manual_seed(7)
@@ -125,6 +127,8 @@ def main():
         g_out = torch.randn(B, H, N, D)
         label = f"B{B} H{H} N{N} D{D}"
         for name, fn in VARIANTS:
+            if FILTER and FILTER not in name:
+                continue
             ms = time_variant(fn, x, g_out)
             shown = f"soft(M={M})" if name == "soft" else name
             print(f"{shown}\t{label}\t{ms:.3f}", flush=True)

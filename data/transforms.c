@@ -326,7 +326,7 @@ int sf_randaug_parse(const char *s, sf_randaug *ra) {
             return sf_error("aug.randaugment '%s': bad value in '%s'", s, tok);
         if (!strcmp(key, "m")) ra->m = (float)v;
         else if (!strcmp(key, "n")) ra->n = (int)v;
-        else if (!strcmp(key, "mstd")) ra->mstd = (float)v;
+        else if (!strcmp(key, "mstd")) ra->mstd = v > 100 ? INFINITY : (float)v; /* timm */
         else if (!strcmp(key, "mmax")) ra->mmax = (float)v;
         else if (!strcmp(key, "inc")) ra->inc = v != 0;
         else if (!strcmp(key, "p")) ra->p = (float)v;

@@ -26,18 +26,6 @@
 #include <unistd.h>
 #include <yaml.h>
 
-/* Provided by models/ (the registry). Weak so the config layer links before any model
- * exists: without it only the custom ViT (name "") is known. */
-extern int sf_model_defaults(sf_model_cfg *cfg, const char *name) __attribute__((weak));
-extern const char *const sf_model_names[] __attribute__((weak));
-
-/* The registry's name list, or NULL when no model is linked in (the empty asm keeps the
- * compiler from assuming a weak symbol's address is non-null). */
-static const char *const *model_names(void) {
-    const char *const *p = sf_model_names;
-    __asm__("" : "+r"(p));
-    return p;
-}
 
 _Static_assert(sizeof(sf_family) == sizeof(int) && sizeof(sf_attn_kind) == sizeof(int) &&
                sizeof(sf_attn_norm) == sizeof(int) && sizeof(sf_sima_order) == sizeof(int) &&
@@ -405,18 +393,14 @@ static int set_model_name(sf_config *cfg, const key_def *k, const sval *v, const
         model_custom_defaults(&m);
     } else {
         int known = 0;
-        const char *const *names = model_names();
-        if (names)
-            for (int i = 0; names[i]; i++) known |= !strcmp(names[i], name);
-        else
-            known = sf_model_defaults != NULL;
-        if (!known || !sf_model_defaults) {
+        const char *const *names = sf_model_names;
+        for (int i = 0; names[i]; i++) known |= !strcmp(names[i], name);
+        if (!known) {
             char list[512] = "\"\" (custom ViT)";
-            if (names)
-                for (int i = 0; names[i]; i++) {
-                    strncat(list, ", ", sizeof list - strlen(list) - 1);
-                    strncat(list, names[i], sizeof list - strlen(list) - 1);
-                }
+            for (int i = 0; names[i]; i++) {
+                strncat(list, ", ", sizeof list - strlen(list) - 1);
+                strncat(list, names[i], sizeof list - strlen(list) - 1);
+            }
             return fmt_err(where, k->key, "unknown model '%s' (known: %s)", name, list);
         }
         memset(&m, 0, sizeof m);

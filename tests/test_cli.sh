@@ -8,7 +8,7 @@ SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
 FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-cli-XXXXXX)
-trap 'rm -rf "$W"' EXIT
+[ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
 passed=0
 failed=0
@@ -65,7 +65,7 @@ for f in config.yaml log.jsonl metrics.csv last.safetensors best.safetensors; do
   check "run folder has $f" test -s runs/full/$f
 done
 top1=$(grep -o 'final val top-1 [0-9.]*' <<< "$out" | awk '{print $4}')
-check "tiny model learns (top-1 $top1 > 40)" awk -v t="$top1" 'BEGIN{exit !(t > 40)}'
+check "tiny model learns (top-1 $top1 > 30, chance is 10)" awk -v t="$top1" 'BEGIN{exit !(t > 30)}'
 
 # ---- resume: stop after 11 steps, resume, same losses step for step ----
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=part train.epochs=2 train.max_steps=11 > part1.log 2>&1
@@ -77,8 +77,10 @@ losses runs/full/log.jsonl > full.txt
 losses runs/part/log.jsonl > part.txt
 check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < part.txt)"
 check "resume: losses equal step for step" cmp -s full.txt part.txt
-check "resume: final weights identical" cmp -s <("$SFVIT" eval runs/full/last.safetensors --data fm 2>&1 | grep -o 'loss.*') \
-                                             <("$SFVIT" eval runs/part/last.safetensors --data fm 2>&1 | grep -o 'loss.*')
+# The tensor bytes of a safetensors file (after the 8-byte length and the JSON header, whose
+# metadata names the run and so differs).
+tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1" | md5sum; }
+check "resume: final weights and moments bit-identical" test "$(tensor_bytes runs/full/last.safetensors)" = "$(tensor_bytes runs/part/last.safetensors)"
 
 # ---- eval ----
 out=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1); rc=$?
@@ -96,9 +98,13 @@ check "fine-tune loaded the rest" grep -q "tensors loaded" <<< "$out"
 
 # ---- NaN stop: divergence keeps the last good checkpoint ----
 cp runs/full/last.safetensors good.safetensors
-"$SFVIT" train --resume runs/full train.epochs=3 model.attn_norm=none optim.lr=1e6 sched.warmup_epochs=0 sched.min_lr=1e6 > nan.log 2>&1; rc=$?
+# An absurd recipe that overflows for real: decoupled decay with lr*wd = 50 multiplies every
+# weight by -49 per step, so within a few steps a weight is Inf and the loss NaN.
+"$SFVIT" train --resume runs/full train.epochs=3 model.attn_norm=none optim.lr=10 optim.weight_decay=5 \
+  sched.warmup_epochs=0 sched.min_lr=10 > nan.log 2>&1; rc=$?
 check "divergence exits 3" test $rc -eq 3
 check "divergence message names the step" grep -qE "(NaN|Inf).* at step [0-9]+" nan.log
+check "divergence hint names the kept checkpoint" grep -q "last good checkpoint is kept: runs/full/last.safetensors" nan.log
 check "last checkpoint untouched" cmp -s good.safetensors runs/full/last.safetensors
 check "last checkpoint still loads" "$SFVIT" eval runs/full/last.safetensors --data fm
 

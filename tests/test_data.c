@@ -235,9 +235,44 @@ static void test_decode(void) {
     CHECK(md <= 6, "jpeg gray max diff %.0f", md);
     sf_image_free(&img);
 
+    /* CMYK JPEG (libjpeg writes an Adobe marker: inverted CMYK, as Photoshop). With K = 255
+     * (no black ink in the inverted convention) RGB = (C, M, Y). */
+    uint8_t *cmyk = malloc(W * H * 4);
+    for (int i = 0; i < W * H; i++) memcpy(cmyk + 4 * i, px + 3 * i, 3), cmyk[4 * i + 3] = 255;
+    {
+        snprintf(p, sizeof(p), "%s/cmyk.jpg", g_root);
+        FILE *f = fopen(p, "wb");
+        struct jpeg_compress_struct ci;
+        struct jpeg_error_mgr jerr;
+        ci.err = jpeg_std_error(&jerr);
+        jpeg_create_compress(&ci);
+        jpeg_stdio_dest(&ci, f);
+        ci.image_width = W;
+        ci.image_height = H;
+        ci.input_components = 4;
+        ci.in_color_space = JCS_CMYK;
+        jpeg_set_defaults(&ci);
+        jpeg_set_quality(&ci, 95, TRUE);
+        jpeg_start_compress(&ci, TRUE);
+        while (ci.next_scanline < ci.image_height) {
+            JSAMPROW row = cmyk + (size_t)ci.next_scanline * W * 4;
+            jpeg_write_scanlines(&ci, &row, 1);
+        }
+        jpeg_finish_compress(&ci);
+        jpeg_destroy_compress(&ci);
+        fclose(f);
+    }
+    free(cmyk);
+    CHECK(sf_image_load(p, 0, &img, err, sizeof(err)) == 0 && img.c == 3, "cmyk: %s", err);
+    md = 0;
+    for (int i = 0; i < W * H * 3 && img.px; i++) md = fmax(md, fabs((double)img.px[i] - px[i]));
+    CHECK(md <= 12, "cmyk jpeg max diff %.0f", md);
+    sf_image_free(&img);
+
     /* broken files: errors with a reason, never a crash */
     size_t n;
-    uint8_t *b = slurp(p, &n); /* gray.jpg */
+    snprintf(p, sizeof(p), "%s/gray.jpg", g_root);
+    uint8_t *b = slurp(p, &n);
     snprintf(p, sizeof(p), "%s/trunc.jpg", g_root);
     write_bytes(p, b, n * 6 / 10);
     err[0] = 0;

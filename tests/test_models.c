@@ -595,7 +595,10 @@ int main(void) {
                                             "block3.0.att.mha.attn.conv.weight", "pos_embed2",
                                             "block4.0.attn.kv.weight"};
         test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5, 3e-2f);
-        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 3e-2f);
+        /* D^-1/2 Y D^-1/2 amplifies float32 rounding of the finite differences (the error stays
+         * ~5e-2 for 20..80 NR iterations and any step, so it is not the NR approximation); a
+         * broken backward is still far outside (SFVIT_BREAK_BACKWARD=gauss_kernel: > 1). */
+        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 8e-2f);
     }
     return test_summary("test_models");
 }
