@@ -5,8 +5,8 @@
 #
 # Usage: bench/ops.sh [BUILD_DIR] [REPS]   (BUILD_DIR default: build; REPS default 9;
 #        ROUNDS=n alternations of the two sides, default 2)
-# Threads: SFVIT_THREADS (default 2) for both sides. OPENBLAS_CORETYPE is printed as found
-# and left as it is.
+# Threads: SFVIT_THREADS (default 2) for both sides; OMP_WAIT_POLICY default passive, as the
+# sfvit command uses. OPENBLAS_CORETYPE is printed as found and left as it is.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-build}"
@@ -18,6 +18,10 @@ if [ ! -x "$bin" ]; then
     exit 1
 fi
 export SFVIT_THREADS="${SFVIT_THREADS:-2}"
+# The sfvit command runs with OMP_WAIT_POLICY=passive unless the user chose otherwise
+# (train/main.c): spinning OpenMP workers otherwise compete with OpenBLAS's own threads for
+# the cores. Measure under the same policy, for both sides; a user's setting is kept.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}   OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

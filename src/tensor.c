@@ -145,6 +145,40 @@ int sf_same_shape(const sf_tensor *a, const sf_tensor *b) {
     return 1;
 }
 
+/* ---- profile: seconds per op, forward (time since the previous tape push, so it is
+ * exact for a grad-mode forward made only of ops) and backward ---- */
+static int g_profile = -1;
+static double g_prof_fwd[SF_OP_COUNT], g_prof_bwd[SF_OP_COUNT], g_prof_last;
+static long g_prof_calls[SF_OP_COUNT];
+
+static int profiling(void) {
+    if (g_profile < 0) {
+        const char *e = getenv("SFVIT_PROFILE");
+        g_profile = e && *e && strcmp(e, "0") != 0;
+    }
+    return g_profile;
+}
+
+void sf_profile_mark(void) {
+    if (profiling()) g_prof_last = sf_now();
+}
+
+void sf_profile_report(FILE *f) {
+    if (!profiling()) return;
+    double tf = 0, tb = 0;
+    for (int i = 0; i < SF_OP_COUNT; i++) {
+        tf += g_prof_fwd[i];
+        tb += g_prof_bwd[i];
+    }
+    fprintf(f, "  %-16s %8s %10s %10s %7s\n", "op", "calls", "fwd ms", "bwd ms", "share");
+    for (int i = 1; i < SF_OP_COUNT; i++) {
+        if (!g_prof_calls[i]) continue;
+        fprintf(f, "  %-16s %8ld %10.1f %10.1f %6.1f%%\n", sf_op_table[i].name, g_prof_calls[i], 1e3 * g_prof_fwd[i],
+                1e3 * g_prof_bwd[i], 100 * (g_prof_fwd[i] + g_prof_bwd[i]) / (tf + tb));
+    }
+    fprintf(f, "  %-16s %8s %10.1f %10.1f\n", "total", "", 1e3 * tf, 1e3 * tb);
+}
+
 /* ---- tape ---- */
 int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in) {
     if (!g->grad_enabled) return 0;
@@ -158,6 +192,12 @@ sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in,
     if (g->tape_len == g->tape_cap) {
         g->tape_cap = g->tape_cap ? 2 * g->tape_cap : 256;
         g->tape = sf_realloc(g->tape, (size_t)g->tape_cap * sizeof(sf_node));
+    }
+    if (profiling()) {
+        double now = sf_now();
+        g_prof_fwd[op] += now - g_prof_last;
+        g_prof_calls[op]++;
+        g_prof_last = now;
     }
     sf_node *n = &g->tape[g->tape_len++];
     memset(n, 0, sizeof(*n));
@@ -191,7 +231,13 @@ static void tape_walk(sf_ctx *g) {
         if (!n->out->grad) continue; /* nothing flowed into this node's output */
         SF_ASSERT(n->op > SF_OP_NONE && n->op < SF_OP_COUNT && sf_op_table[n->op].backward,
                   "op %d has no backward", (int)n->op);
-        sf_op_table[n->op].backward(g, n);
+        if (profiling()) {
+            double t0 = sf_now();
+            sf_op_table[n->op].backward(g, n);
+            g_prof_bwd[n->op] += sf_now() - t0;
+        } else {
+            sf_op_table[n->op].backward(g, n);
+        }
     }
 }
 

@@ -93,6 +93,7 @@ int sf_cmd_bench(int argc, char **argv) {
         g.training = 1;
         g.grad_enabled = 1;
         sf_params_zero_grad(&ps);
+        sf_profile_mark();
         double t0 = sf_now();
         sf_tensor *logits = sf_model_forward(&g, m, &x);
         sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg.aug.smoothing);
@@ -143,6 +144,7 @@ int sf_cmd_bench(int argc, char **argv) {
            B * tokens, hidden, width, peak, 100 * train_gflops / peak, 100 * infer_gflops / peak);
     printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
            arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
+    sf_profile_report(stdout);
     printf("train_img_per_s %.2f\n", B / train);
     printf("infer_img_per_s %.2f\n", B / inf);
     free(tf);

@@ -166,6 +166,11 @@ void sf_backward(sf_ctx *g, sf_tensor *loss);
  * the gradient checks. */
 void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed);
 
+/* Per-op timing when the environment sets SFVIT_PROFILE=1: sf_profile_mark() starts the
+ * clock before a forward; sf_profile_report() prints forward and backward ms per op. */
+void sf_profile_mark(void);
+void sf_profile_report(FILE *f);
+
 /* ---- parameter store ---- */
 enum {
     SF_PARAM_DECAY = 1 << 0,      /* AdamW applies weight decay */
