@@ -28,7 +28,6 @@ same bytes). Usage: /usr/bin/python3 tests/golden/gen.py [outdir]  (Debian pytho
 Dimension legend: B batch, N tokens, C channels, H heads, D head dim, M landmarks, K classes.
 """
 import json
-import math
 import os
 import struct
 import sys
