@@ -122,6 +122,7 @@ def main():
         model.train()
         t0 = time.time()
         perm = torch.randperm(len(xtr))
+        window = []
         for s in range(steps):
             if a.max_steps and s >= a.max_steps:
                 break
@@ -138,6 +139,11 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            window.append(loss.item())
+            if (s + 1) % 100 == 0:
+                print(f"epoch {epoch + 1}/{a.epochs} step {s + 1}/{steps} loss {sum(window) / len(window):.4f} "
+                      f"lr {lr:.3e}", flush=True)
+                window.clear()
         train_s = time.time() - t0
         done = a.max_steps if a.max_steps else steps
         model.eval()

@@ -115,8 +115,11 @@ static int decode_png(const uint8_t *buf, size_t len, int want_c, sf_image *img,
     int c = png_get_channels(png, info);
     if (c != 1 && c != 3) png_error(png, "unsupported channel layout");
     (void)color;
-    px = sf_malloc((size_t)w * h * c);
-    rows = sf_malloc(sizeof(png_bytep) * h);
+    /* Not sf_malloc: a header can claim up to IMAGE_MAX_SIDE^2 pixels, and an allocation
+     * that fails for one bad file must make it a skipped file, not end the process. */
+    px = malloc((size_t)w * h * c);
+    rows = malloc(sizeof(png_bytep) * h);
+    if (!px || !rows) png_error(png, "image too large to allocate");
     for (png_uint_32 y = 0; y < h; y++) rows[y] = px + (size_t)y * w * c;
     png_read_image(png, rows);
     /* The end chunk is not read: trailing garbage after the pixel data is harmless. */
@@ -206,9 +209,14 @@ static int decode_jpeg(const uint8_t *buf, size_t len, int want_c, sf_image *img
     }
     jpeg_start_decompress(&cinfo);
     size_t w = cinfo.output_width, h = cinfo.output_height;
-    px = sf_malloc(w * h * c);
+    /* Not sf_malloc: see decode_png. */
+    px = malloc(w * h * c);
+    cmyk = is_cmyk ? malloc(w * 4) : NULL;
+    if (!px || (is_cmyk && !cmyk)) {
+        snprintf(ctx.msg, sizeof(ctx.msg), "image too large to allocate (%zux%zu)", w, h);
+        longjmp(ctx.jmp, 1);
+    }
     if (is_cmyk) {
-        cmyk = sf_malloc(w * 4);
         /* Adobe writes CMYK JPEGs inverted (0 = full ink); plain CMYK is not. */
         int inverted = cinfo.saw_Adobe_marker;
         while (cinfo.output_scanline < h) {

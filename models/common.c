@@ -202,6 +202,10 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
     sf_tensor *q = sf_heads_split(g, qkv, 3, 0, a->H);  // (B, H, N, D)
     sf_tensor *k = sf_heads_split(g, qkv, 3, 1, a->H);  // (B, H, N, D)
     sf_tensor *v = sf_heads_split(g, qkv, 3, 2, a->H);  // (B, H, N, D)
+    /* Memory: the fused qkv output is dead once split (neither the split's nor the
+     * projection's backward reads it), and so are the raw q, k once normalized (the norm's
+     * backward reads its output) and o once merged; their arena chunks are reused at once. */
+    sf_tensor_release_data(g, qkv);
     sf_tensor *o = NULL;                                 // (B, H, N, D)
     switch (a->kind) {
     case SF_ATTN_MSA: o = sf_msa(g, q, k, v, 1.0f / sqrtf((float)D)); break;
@@ -210,13 +214,17 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
         /* F.normalize default eps 1e-12 (sima.py) */
         sf_tensor *qn = mdl_sima_norm(g, q, a->norm, 1e-12f);
         sf_tensor *kn = mdl_sima_norm(g, k, a->norm, 1e-12f);
+        if (qn != q) sf_tensor_release_data(g, q);
+        if (kn != k) sf_tensor_release_data(g, k);
         if (a->record_viz && m) mdl_viz_record(m, qn, kn, a->viz_skip);
         o = sf_sima(g, qn, kn, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
         break;
     }
     default: SF_ASSERT(0, "attention kind %d in a ViT/XCiT block", (int)a->kind);
     }
-    sf_tensor *y = mdl_linear_fwd(g, &a->proj, sf_heads_merge(g, o));  // (B, N, C)
+    sf_tensor *merged = sf_heads_merge(g, o);  // (B, N, C)
+    sf_tensor_release_data(g, o);
+    sf_tensor *y = mdl_linear_fwd(g, &a->proj, merged);  // (B, N, C)
     return dropout(g, y, a->drop);
 }
 
@@ -233,9 +241,15 @@ sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w) {
     return sf_reshape(g, t, 4, (int[]){B, C, h, w});    // (B, C, h, w)
 }
 
+/* Every caller passes a branch output y made by a Linear, dropout or layer-scale product,
+ * whose backward reads its inputs, not y; the sum's backward reads no data either. So y (and
+ * its drop-path copy) are dead after the sum and their memory is reused. */
 sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
-    if (p > 0) y = sf_drop_path(g, y, p);
-    return sf_add(g, x, y);
+    sf_tensor *yd = p > 0 ? sf_drop_path(g, y, p) : y;
+    sf_tensor *out = sf_add(g, x, yd);
+    if (yd != y && yd != x) sf_tensor_release_data(g, yd);
+    if (y != x) sf_tensor_release_data(g, y);
+    return out;
 }
 
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i) {

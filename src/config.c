@@ -164,6 +164,8 @@ static const key_def keys[] = {
     {"train.eval_every", K_INT, OFF(train.eval_every), 0, 0, 0, 1, 100000, NULL, "epochs between evaluations"},
     {"train.max_train_fraction", K_FLOAT, OFF(train.max_train_fraction), 0, 0, 0, 1e-6, 1, NULL,
      "fraction of the train set used (smoke runs)"},
+    {"train.bn_sync", K_BOOL, OFF(train.bn_sync), 0, 0, 0, 0, 1, NULL,
+     "under mpirun: BatchNorm statistics over the global batch (true) or per rank (false)"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -258,6 +260,7 @@ void sf_config_defaults(sf_config *cfg) {
     t->max_steps = 0;
     t->eval_every = 1;
     t->max_train_fraction = 1.0f;
+    t->bn_sync = 1;
 }
 
 /* ---- values: a scalar or a list of scalars, from YAML or the command line ---- */

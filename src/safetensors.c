@@ -167,7 +167,6 @@ static int check_crc(const char *file, sf_st_file *f, const char *text) {
         rc = sf_error("%s: metadata crc32 is not a JSON object of tensor names to hex CRCs", file);
         goto out;
     }
-    int listed = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, m) {
         const sf_st_entry *e = sf_st_find(f, x->string);
@@ -188,16 +187,14 @@ static int check_crc(const char *file, sf_st_file *f, const char *text) {
                           "is corrupt", file, x->string, want, got);
             goto out;
         }
-        listed++;
     }
-    if (listed != f->n_entries) {
-        for (int i = 0; i < f->n_entries; i++)
-            if (!cJSON_GetObjectItemCaseSensitive(m, f->entries[i].name)) {
-                rc = sf_error("%s: tensor '%s' has no entry in metadata crc32", file,
-                              f->entries[i].name);
-                goto out;
-            }
-    }
+    /* Every tensor must be listed; counting the listed names is not enough, since a JSON
+     * object may name one tensor twice. */
+    for (int i = 0; i < f->n_entries; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(m, f->entries[i].name)) {
+            rc = sf_error("%s: tensor '%s' has no entry in metadata crc32", file, f->entries[i].name);
+            goto out;
+        }
     f->crc_checked = 1;
 out:
     cJSON_Delete(m);

@@ -1,6 +1,7 @@
 /* tensor.c — the arena, tensors, the tape and the parameter store (see tensor.h).
  * Deliberately no reference counting and no views: an arena reset frees a whole step. */
 #include "sfvit/tensor.h"
+#include "ops_internal.h" /* sf_grad_dst */
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +24,12 @@ static sf_arena_block *arena_new_block(sf_arena *a, size_t min_bytes) {
     return b;
 }
 
+/* Header written into a released chunk (every chunk is at least 64 bytes). */
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t size;
+} arena_chunk;
+
 void *sf_arena_alloc(sf_arena *a, size_t bytes) {
     size_t need = (bytes + 63) & ~(size_t)63;
     if (need == 0) need = 64;
@@ -33,6 +40,15 @@ void *sf_arena_alloc(sf_arena *a, size_t bytes) {
                 a->in_use + need, a->limit - a->in_use, a->limit);
         exit(2);
     }
+    /* A released chunk of exactly this size first: same-shaped tensors recur every block. */
+    for (arena_chunk **c = (arena_chunk **)&a->recycled; *c; c = &(*c)->next)
+        if ((*c)->size == need) {
+            void *p = *c;
+            *c = (*c)->next;
+            a->in_use += need;
+            if (a->in_use > a->peak) a->peak = a->in_use;
+            return p;
+        }
     /* Walk forward through kept blocks before asking for a new one: after the first step
      * every allocation is served by blocks that already exist. */
     if (!a->first) a->first = a->head = arena_new_block(a, need);
@@ -57,6 +73,24 @@ void sf_arena_reset(sf_arena *a) {
     for (sf_arena_block *b = a->first; b; b = b->next) b->used = 0;
     a->head = a->first;
     a->in_use = 0;
+    a->recycled = NULL;
+}
+
+static int arena_owns(const sf_arena *a, const void *p) {
+    for (const sf_arena_block *b = a->first; b; b = b->next)
+        if ((const char *)p >= b->mem && (const char *)p < b->mem + b->used) return 1;
+    return 0;
+}
+
+void sf_arena_release(sf_arena *a, void *p, size_t bytes) {
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (need == 0) need = 64;
+    SF_ASSERT(arena_owns(a, p), "arena_release: %p is not arena memory", p);
+    arena_chunk *c = p;
+    c->size = need;
+    c->next = a->recycled;
+    a->recycled = c;
+    a->in_use -= need;
 }
 
 void sf_arena_free(sf_arena *a) {
@@ -124,8 +158,23 @@ sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t) {
     return z;
 }
 
+void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
+    if (!t->data) return;
+    sf_arena_release(&g->arena, t->data, t->numel * sizeof(float));
+    t->data = NULL;
+}
+
 float *sf_grad(sf_ctx *g, sf_tensor *t) {
     if (!t->grad) t->grad = sf_arena_calloc(&g->arena, t->numel * sizeof(float));
+    return t->grad;
+}
+
+/* For a backward that writes every element of t's gradient (ops_internal.h): a gradient
+ * that does not exist yet is allocated uninitialized and the op writes it (*accumulate = 0),
+ * which saves the zero fill and one read of the buffer; otherwise the op accumulates. */
+float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate) {
+    *accumulate = t->grad != NULL;
+    if (!t->grad) t->grad = sf_arena_alloc(&g->arena, t->numel * sizeof(float));
     return t->grad;
 }
 
@@ -225,6 +274,19 @@ void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed) {
     tape_walk(g);
 }
 
+/* After a node's backward nothing reads its output's gradient (the output's consumers ran
+ * before it), so the buffer returns to the arena, unless an input took it over as its own
+ * gradient (sf_add_backward, sf_reshape_backward; released with that input's node then), or
+ * it is not arena memory (a caller's buffer). */
+static void release_out_grad(sf_ctx *g, sf_node *n) {
+    float *G = n->out->grad;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] && n->in[i]->grad == G) return;
+    if (!arena_owns(&g->arena, G)) return;
+    sf_arena_release(&g->arena, G, n->out->numel * sizeof(float));
+    n->out->grad = NULL;
+}
+
 static void tape_walk(sf_ctx *g) {
     for (int i = g->tape_len - 1; i >= 0; i--) {
         sf_node *n = &g->tape[i];
@@ -238,6 +300,7 @@ static void tape_walk(sf_ctx *g) {
         } else {
             sf_op_table[n->op].backward(g, n);
         }
+        release_out_grad(g, n);
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs the build dependencies, builds sfvit and runs the whole suite,
-# then the suite again in an AddressSanitizer + UndefinedBehaviorSanitizer build.
-# SFVIT_SKIP_ASAN=1 skips the sanitizer pass (not done in CI).
+# then the suite again in an AddressSanitizer + UndefinedBehaviorSanitizer build, then 30 s of
+# libFuzzer per parser (tests/fuzz/run.sh) when clang and its fuzzer runtime can be installed.
+# SFVIT_SKIP_ASAN=1 skips the sanitizer pass, SFVIT_SKIP_FUZZ=1 the fuzzing (neither in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash train/install_deps.sh
@@ -12,4 +13,12 @@ if [ "${SFVIT_SKIP_ASAN:-0}" != 1 ]; then
   [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
   ninja -C build-asan
   ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --timeout-multiplier 4
+fi
+if [ "${SFVIT_SKIP_FUZZ:-0}" != 1 ]; then
+  bash train/install_deps.sh clang libclang-rt-14-dev || echo "fuzz: could not install clang"
+  if command -v clang > /dev/null; then
+    bash tests/fuzz/run.sh 30
+  else
+    echo "fuzz: clang is not available, fuzzing skipped"
+  fi
 fi

@@ -151,7 +151,7 @@ static const char *order_name(int o) { return o == 0 ? "auto" : o == 1 ? "qk_fir
 /* One case with the given sima_order override (-1: the config as written). Returns the
  * number of failures. */
 static int run_case(const char *dir, const char *name, int order) {
-    char path[4096], exp_path[4096], w_path[4096], in_path[4096], label[300], over[64];
+    char path[8448], exp_path[8448], w_path[8448], in_path[8448], label[300], over[64];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     snprintf(w_path, sizeof w_path, "%s/weights.safetensors", dir);
     snprintf(in_path, sizeof in_path, "%s/input.safetensors", dir);
@@ -288,7 +288,7 @@ static char *data_dir(void) {
 
 /* Whether the case's model has a SimA block (then both product orders are run too). */
 static int has_sima(const char *dir) {
-    char path[4096];
+    char path[8448];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     sf_config cfg;
     if (sf_config_load(&cfg, path, 0, NULL) != 0) return 0;

@@ -2,13 +2,32 @@
  * batch size and resolution; warm-up, then timed training steps (forward, backward, AdamW)
  * and timed inference batches. Prints per-phase times, GFLOP/s and the fraction of an sgemm
  * peak measured here on the model's largest product, then the two lines
- * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads. */
+ * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads, and the process's
+ * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
+ * VmHWM, read before any inference batch) next to the resident set before the model was built
+ * (`base_rss_mib`). `--no-infer` skips the inference batches. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
+
+/* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
+static double proc_status_mib(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0.0;
+    char line[256];
+    double kib = 0.0;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') {
+            kib = atof(line + n + 1);
+            break;
+        }
+    fclose(f);
+    return kib / 1024.0;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -42,10 +61,11 @@ static double sgemm_gflops(int M, int N, int K) {
 int sf_cmd_bench(int argc, char **argv) {
     const char *config_path = NULL;
     char *overrides[128];
-    int n_over = 0, steps = 5, warmup = 2;
+    int n_over = 0, steps = 5, warmup = 2, infer = 1;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-infer")) infer = 0;
         else if (strchr(argv[i], '=') && argv[i][0] != '-' && n_over < 128) overrides[n_over++] = argv[i];
         else if (argv[i][0] != '-' && !config_path) config_path = argv[i];
         else {
@@ -54,12 +74,13 @@ int sf_cmd_bench(int argc, char **argv) {
         }
     }
     if (!config_path || steps < 1) {
-        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N]");
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]");
         return 2;
     }
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     int threads = sf_threads_init(cfg.train.threads);
+    const double base_rss = proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
     const int B = cfg.train.batch_size, C = mc->in_chans, S = mc->img_size, K = mc->num_classes;
 
@@ -110,7 +131,8 @@ int sf_cmd_bench(int argc, char **argv) {
         }
     }
     size_t arena_peak = g.arena.peak;
-    for (int s = -warmup; s < steps; s++) {
+    const double train_rss = proc_status_mib("VmHWM");
+    for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
         g.grad_enabled = 0;
         double t0 = sf_now();
@@ -119,6 +141,8 @@ int sf_cmd_bench(int argc, char **argv) {
         sf_ctx_reset(&g);
         if (s >= 0) ti[s] = t1 - t0;
     }
+    if (!infer)
+        for (int s = 0; s < steps; s++) ti[s] = 0.0;
     const double f = median(tf, steps), b = median(tb, steps), o = median(to, steps), inf = median(ti, steps);
     const double train = f + b + o;
     const double macs = sf_model_macs(mc); /* per image, forward */
@@ -146,7 +170,9 @@ int sf_cmd_bench(int argc, char **argv) {
            arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
     sf_profile_report(stdout);
     printf("train_img_per_s %.2f\n", B / train);
-    printf("infer_img_per_s %.2f\n", B / inf);
+    printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
+    printf("train_peak_rss_mib %.1f\n", train_rss);
+    printf("base_rss_mib %.1f\n", base_rss);
     free(tf);
     free(tb);
     free(to);

@@ -189,8 +189,13 @@ int sf_cmd_info(int argc, char **argv) {
                 sf_error("info: expected key=value, got '%s'", argv[i]);
                 return 2;
             }
-            memcpy(key, argv[i], (size_t)(eq - argv[i]));
-            key[eq - argv[i]] = 0;
+            /* With a model name, bare keys are model keys: `sfvit info deit_small attn=sima`. */
+            int bare = memchr(argv[i], '.', (size_t)(eq - argv[i])) == NULL;
+            if ((size_t)(eq - argv[i]) + 6 >= sizeof key) {
+                sf_error("info: key too long in '%s'", argv[i]);
+                return 2;
+            }
+            snprintf(key, sizeof key, "%s%.*s", bare ? "model." : "", (int)(eq - argv[i]), argv[i]);
             rc = sf_config_set(&cfg, key, eq + 1, "command line");
         }
     }

@@ -3,7 +3,8 @@
 # Idempotent: packages already present are skipped quickly.
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libpng-dev zlib1g-dev
-      libjpeg62-turbo-dev libyaml-dev libcjson-dev dataset-fashion-mnist)
+      libjpeg62-turbo-dev libyaml-dev libcjson-dev dataset-fashion-mnist
+      libopenmpi-dev openmpi-bin)
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,8 +1,11 @@
 /* trainer.c — the training loop: data → forward → loss → backward → AdamW, evaluation,
  * logs, checkpoints, resume, fine-tuning and the NaN stop.
  *
- * Deliberately single-process here; the step is written so a gradient all-reduce can slot
- * in between backward and the optimizer.
+ * Under mpirun the same loop runs data-parallel (train/dist.c, docs/distributed.md): each
+ * rank trains on its DistributedSampler shard with batch train.batch_size / P, the gradient
+ * is averaged over the ranks between backward and the optimizer, and evaluation is sharded
+ * and summed. Rank 0 alone owns the run folder. The hooks are marked "MPI:"; with one
+ * process each is the identity, so single-process runs are unchanged.
  *
  * Run folder <train.out>/<train.name>/: config.yaml (resolved), log.jsonl, metrics.csv,
  * last.safetensors (every epoch, and every train.save_every_steps steps), best.safetensors.
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
+#include "sfvit/dist.h"
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
 
@@ -137,6 +141,13 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
         sf_ctx_reset(&g);
     }
     sf_ctx_free(&g);
+    /* MPI: each rank evaluated its own slice of the split; the totals are over all of them. */
+    double tot[4] = {loss_sum, (double)top1, (double)top5, (double)count};
+    sf_dist_sum(tot, 4);
+    loss_sum = tot[0];
+    top1 = (long)tot[1];
+    top5 = (long)tot[2];
+    count = (long)tot[3];
     r->count = (int)count;
     r->loss = count ? loss_sum / count : 0;
     r->top1 = count ? 100.0 * top1 / count : 0;
@@ -165,6 +176,13 @@ static int save_checkpoint(const char *path, const sf_params *ps, const run_stat
                           {"step_in_epoch", step},     {"global_step", gstep},  {"best_top1", best},
                           {"rng_drop", rng}};
     return sf_checkpoint_save(path, ps, with_optim, meta, (int)(sizeof meta / sizeof meta[0]));
+}
+
+/* MPI: rank 0 writes; every rank learns whether it worked (so all stop together). */
+static int save_on_rank0(const char *path, const sf_params *ps, const run_state *st,
+                         const char *config_text, int with_optim) {
+    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, with_optim) : 0;
+    return sf_dist_all_ok(rc == 0) ? 0 : -1;
 }
 
 static int load_resume_state(const char *path, sf_params *ps, run_state *st) {
@@ -207,13 +225,98 @@ static void print_progress(FILE *f, int tty, int epoch, int epochs, int step, in
     fflush(f);
 }
 
+/* ---- MPI helpers (each is the identity, or rank 0's plain action, with one process) ---- */
+
+/* This rank's contiguous slice of an evaluation split: a view sharing ds's arrays (never
+ * freed). Contiguous slices without padding count every image exactly once. */
+static sf_dataset dataset_slice(const sf_dataset *ds, int rank, int world) {
+    sf_dataset s = *ds;
+    int lo = (int)((long)ds->count * rank / world), hi = (int)((long)ds->count * (rank + 1) / world);
+    s.count = hi - lo;
+    s.paths = ds->paths + lo;
+    s.labels = ds->labels + lo;
+    return s;
+}
+
+/* Drop-path/dropout generator for this step. One process: the run's stream continues.
+ * Several: each rank draws its masks from a generator seeded by (run stream, rank) and the
+ * run stream advances by one draw per step, so it stays equal on every rank and a checkpoint
+ * resumes at any rank count. */
+static void step_rng_begin(sf_ctx *g, sf_rng *run, int rank, int world) {
+    if (world == 1) {
+        g->rng = *run;
+        return;
+    }
+    sf_rng probe = *run;
+    uint64_t h = sf_rng_u64(&probe) ^ (0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1));
+    sf_rng_seed(&g->rng, h);
+}
+
+static void step_rng_end(const sf_ctx *g, sf_rng *run, int world) {
+    if (world == 1)
+        *run = g->rng;
+    else
+        (void)sf_rng_u64(run);
+}
+
+/* One small all-reduce per step: the loss of the global batch (mean of the ranks' equal-sized
+ * batch means), and whether any rank diverged or received a stop signal. */
+static void agree_step(int world, float *loss, int *diverged, int *stop) {
+    if (world == 1) return;
+    double v[3] = {*loss, *diverged ? 1.0 : 0.0, *stop ? 1.0 : 0.0};
+    sf_dist_sum(v, 3);
+    *loss = (float)(v[0] / world);
+    *diverged = v[1] > 0;
+    *stop = v[2] > 0;
+}
+
+/* A value decided on rank 0 (e.g. from its view of the run folder), on every rank. */
+static int rank0_decides(int v) {
+    float f = (float)v;
+    sf_dist_broadcast(&f, 1);
+    return f != 0;
+}
+
+/* SFVIT_DUMP_GRAD=FILE: the first update's gradient, after the all-reduce and before clipping,
+ * as raw float32 (sf_params order, ps->total values), written by rank 0. For the data-parallel
+ * equivalence test (tests/test_mpi.sh). */
+static void dump_first_grad(const sf_params *ps, long global_step) {
+    const char *path = getenv("SFVIT_DUMP_GRAD");
+    if (!path || !*path || global_step != 0 || sf_dist_rank() != 0) return;
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(ps->grad, sizeof(float), ps->total, f) == ps->total;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) sf_warn("SFVIT_DUMP_GRAD: cannot write %s: %s", path, strerror(errno));
+}
+
 int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *res) {
     sf_config cfg = *cfg_in;
     memset(res, 0, sizeof *res);
     res->status = SF_TRAIN_ERROR;
     res->diverged_step = -1;
     const double t_start = sf_now();
-    int threads = sf_threads_init(cfg.train.threads);
+    /* MPI: P ranks split the global batch; ranks other than 0 print nothing on stdout. */
+    const int world = sf_dist_init(), rank = sf_dist_rank();
+    if (cfg.train.batch_size % world != 0) {
+        sf_error("train.batch_size=%d (the global batch) is not divisible by the %d ranks", cfg.train.batch_size,
+                 world);
+        sf_hint("set train.batch_size to a multiple of %d", world);
+        return res->status;
+    }
+    const int rank_batch = cfg.train.batch_size / world;
+    if (world > 1 && (cfg.aug.mixup > 0 || cfg.aug.cutmix > 0) && rank_batch % 2 != 0) {
+        sf_error("mixup/cutmix pair samples within a rank's batch: %d per rank is odd", rank_batch);
+        sf_hint("set train.batch_size to a multiple of %d", 2 * world);
+        return res->status;
+    }
+    if (rank > 0 && !freopen("/dev/null", "w", stdout)) sf_warn("rank %d: cannot silence stdout", rank);
+    int threads_wanted = cfg.train.threads;
+    if (threads_wanted <= 0 && !getenv("SFVIT_THREADS") && sf_dist_local_world() > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);  // shared by the ranks of this node
+        threads_wanted = cores / sf_dist_local_world() > 1 ? (int)(cores / sf_dist_local_world()) : 1;
+    }
+    int threads = sf_threads_init(threads_wanted);
+    sf_dist_set_bn_sync(cfg.train.bn_sync);
 
     int len = resume_dir ? snprintf(res->run_dir, sizeof res->run_dir, "%s", resume_dir)
                          : snprintf(res->run_dir, sizeof res->run_dir, "%s/%s", cfg.train.out, cfg.train.name);
@@ -230,24 +333,37 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
     snprintf(path_log, sizeof path_log, "%s/log.jsonl", res->run_dir);
     snprintf(path_csv, sizeof path_csv, "%s/metrics.csv", res->run_dir);
 
-    if (!resume_dir && file_exists(path_last)) {
-        sf_error("run folder %s already holds a checkpoint", res->run_dir);
-        sf_hint("continue it with `sfvit train --resume %s`, or set train.name=<new name>", res->run_dir);
-        return res->status;
+    /* MPI: rank 0 alone creates the run folder and writes config, logs and checkpoints; the
+     * ranks agree on whether it could. */
+    char *config_text = NULL;
+    int folder_ok = 1;
+    if (rank == 0) {
+        if (!resume_dir && file_exists(path_last)) {
+            sf_error("run folder %s already holds a checkpoint", res->run_dir);
+            sf_hint("continue it with `sfvit train --resume %s`, or set train.name=<new name>", res->run_dir);
+            folder_ok = 0;
+        } else if (mkdir_p(res->run_dir) != 0) {
+            sf_error("cannot create run folder %s: %s", res->run_dir, strerror(errno));
+            folder_ok = 0;
+        } else if (sf_config_write(&cfg, path_cfg) != 0) {
+            folder_ok = 0;
+        } else if (!(config_text = read_text_file(path_cfg))) {
+            sf_error("cannot read back %s", path_cfg);
+            folder_ok = 0;
+        }
     }
-    if (mkdir_p(res->run_dir) != 0) {
-        sf_error("cannot create run folder %s: %s", res->run_dir, strerror(errno));
-        return res->status;
-    }
-    if (sf_config_write(&cfg, path_cfg) != 0) return res->status;
-    char *config_text = read_text_file(path_cfg);
-    if (!config_text) {
-        sf_error("cannot read back %s", path_cfg);
+    if (!sf_dist_all_ok(folder_ok)) {
+        free(config_text);
         return res->status;
     }
 
     sf_config_print(&cfg, stdout);
     printf("threads: %d (OpenMP and OpenBLAS)   run folder: %s\n", threads, res->run_dir);
+    if (world > 1)
+        printf("distributed: %d ranks x %d images = global batch %d; lr %.3e (%s); BatchNorm statistics %s\n",
+               world, rank_batch, cfg.train.batch_size, sf_lr_base(&cfg.optim, cfg.train.batch_size),
+               cfg.optim.scale_lr ? "scaled by the global batch" : "optim.scale_lr off: not scaled",
+               cfg.train.bn_sync ? "over all ranks (train.bn_sync)" : "per rank (train.bn_sync=false)");
 
     /* data */
     sf_dataset train_ds, val_ds;
@@ -260,14 +376,16 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
     sf_ctx g;
     sf_ctx_init(&g, 0);
     FILE *flog = NULL, *fcsv = NULL;
+    sf_dataset val_slice;  // MPI: this rank's part of the val split (a view of val_ds)
+    int setup_ok = 0, steps_per_epoch = 0;
 
-    if (sf_dataset_open(&train_ds, cfg.data.root, cfg.data.train_split) != 0) goto done;
-    if (sf_dataset_open(&val_ds, cfg.data.root, cfg.data.val_split) != 0) goto done;
+    if (sf_dataset_open(&train_ds, cfg.data.root, cfg.data.train_split) != 0) goto setup_end;
+    if (sf_dataset_open(&val_ds, cfg.data.root, cfg.data.val_split) != 0) goto setup_end;
     if (train_ds.num_classes != cfg.model.num_classes) {
         sf_error("%s/%s has %d classes but model.num_classes is %d", cfg.data.root,
                  cfg.data.train_split, train_ds.num_classes, cfg.model.num_classes);
         sf_hint("set model.num_classes=%d", train_ds.num_classes);
-        goto done;
+        goto setup_end;
     }
     sf_loader_opts lo = {
         .batch_size = cfg.train.batch_size,
@@ -279,27 +397,38 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
         .seed = cfg.train.seed,
         .aug = &cfg.aug,
         .num_classes = cfg.model.num_classes,
-        .rank = 0,
-        .world = 1,
+        .rank = rank,
+        .world = world,
         .fraction = cfg.train.max_train_fraction,
     };
+    lo.batch_size = rank_batch;  // MPI: this rank's share of the global batch
     train_loader = sf_loader_create(&train_ds, &lo);
+    /* MPI: evaluation is sharded as contiguous slices without padding (sums reduced in
+     * sf_evaluate), so every image counts once and top-1/top-5 equal a single process's. */
+    if (val_ds.count < world) {
+        sf_error("%s/%s: %d images for %d ranks", cfg.data.root, cfg.data.val_split, val_ds.count, world);
+        goto setup_end;
+    }
+    val_slice = world > 1 ? dataset_slice(&val_ds, rank, world) : val_ds;
     sf_loader_opts vo = lo;
     vo.train = 0;
     vo.batch_size = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : cfg.train.batch_size;
+    vo.batch_size = (vo.batch_size + world - 1) / world;
+    vo.rank = 0;
+    vo.world = 1;
     vo.fraction = 1.0f;
-    val_loader = sf_loader_create(&val_ds, &vo);
-    if (!train_loader || !val_loader) goto done;
-    const int steps_per_epoch = sf_loader_steps_per_epoch(train_loader);
+    val_loader = sf_loader_create(&val_slice, &vo);
+    if (!train_loader || !val_loader) goto setup_end;
+    steps_per_epoch = sf_loader_steps_per_epoch(train_loader);
     if (steps_per_epoch < 1) {
         sf_error("%s/%s: %d images is less than one batch of %d", cfg.data.root, cfg.data.train_split,
                  train_ds.count, cfg.train.batch_size);
-        goto done;
+        goto setup_end;
     }
 
     /* model and parameters */
     model = sf_model_build(&cfg.model, &ps);
-    if (!model) goto done;
+    if (!model) goto setup_end;
     sf_params_alloc(&ps);
     sf_rng init_rng;
     sf_rng_seed(&init_rng, cfg.train.seed * 1000003ULL + 1);
@@ -311,20 +440,27 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
     run_state st = {0};
     sf_rng_seed(&st.drop_rng, cfg.train.seed * 7919ULL + 3);
     if (resume_dir) {
-        if (load_resume_state(path_last, &ps, &st) != 0) goto done;
+        if (load_resume_state(path_last, &ps, &st) != 0) goto setup_end;
         printf("resumed %s at epoch %d, step %d of it (%ld updates done)\n", path_last, st.epoch + 1,
                st.step_in_epoch, st.global_step);
     } else if (cfg.model.init_from[0]) {
-        if (sf_checkpoint_finetune(cfg.model.init_from, &ps, &cfg.model) != 0) goto done;
+        if (sf_checkpoint_finetune(cfg.model.init_from, &ps, &cfg.model) != 0) goto setup_end;
     }
 
-    flog = fopen(path_log, "a");
-    fcsv = fopen(path_csv, resume_dir ? "a" : "w");
+    /* MPI: ranks other than 0 write their logs nowhere. */
+    flog = fopen(rank == 0 ? path_log : "/dev/null", "a");
+    fcsv = fopen(rank == 0 ? path_csv : "/dev/null", resume_dir ? "a" : "w");
     if (!flog || !fcsv) {
         sf_error("cannot write logs in %s: %s", res->run_dir, strerror(errno));
-        goto done;
+        goto setup_end;
     }
     if (!resume_dir) fprintf(fcsv, "epoch,train_loss,val_loss,top1,top5,lr,seconds,skipped\n");
+    setup_ok = 1;
+setup_end:
+    /* MPI: an error on any rank stops every rank; then all start from rank 0's parameters
+     * (and moments, on resume). */
+    if (!sf_dist_all_ok(setup_ok)) goto done;
+    sf_dist_broadcast_params(&ps, resume_dir != NULL);
 
     install_signal_handlers();
     const int tty = isatty(fileno(stdout));
@@ -347,18 +483,19 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
         while (sf_loader_next(train_loader, &b)) {
             g.training = 1;
             g.grad_enabled = 1;
-            g.rng = st.drop_rng;
+            step_rng_begin(&g, &st.drop_rng, rank, world);  // MPI: per-rank masks
             lr = sf_lr_at(base_lr, &cfg.sched, cfg.train.epochs, (double)epoch + (double)step / steps_per_epoch);
             if (step % accum == 0) sf_params_zero_grad(&ps);
 
             sf_tensor x = batch_tensor(&b, cfg.model.in_chans, cfg.model.img_size);
             sf_tensor *logits = sf_model_forward(&g, model, &x);
             sf_tensor *loss = sf_cross_entropy(&g, logits, b.labels, b.soft_targets, cfg.aug.smoothing);
-            const float loss_value = loss->data[0];
+            float loss_value = loss->data[0];
+            int diverged = 0, stop_signal = g_stop_requested;
             if (!isfinite(loss_value)) {
                 sf_error("loss is %s at step %ld (epoch %d, batch %d): training stopped",
                          isnan(loss_value) ? "NaN" : "Inf", st.global_step + 1, epoch + 1, step + 1);
-                res->status = SF_TRAIN_DIVERGED;
+                diverged = 1;
             } else {
                 /* Accumulated micro-batches each contribute 1/accum of the mean loss. */
                 sf_backward(&g, accum > 1 ? sf_scale(&g, loss, 1.0f / accum) : loss);
@@ -366,23 +503,27 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
                 if (bad) {
                     sf_error("gradient of %s is NaN/Inf at step %ld (epoch %d, batch %d): training stopped",
                              bad, st.global_step + 1, epoch + 1, step + 1);
-                    res->status = SF_TRAIN_DIVERGED;
+                    diverged = 1;
                 }
             }
-            if (res->status == SF_TRAIN_DIVERGED) {
+            agree_step(world, &loss_value, &diverged, &stop_signal);  // MPI: global loss, any rank's stop
+            if (diverged) {
+                res->status = SF_TRAIN_DIVERGED;
                 res->diverged_step = st.global_step + 1;
-                if (file_exists(path_last))
+                if (rank == 0 && file_exists(path_last))
                     sf_hint("the last good checkpoint is kept: %s", path_last);
-                else
+                else if (rank == 0)
                     sf_hint("no checkpoint was written before the divergence");
                 fprintf(flog, "{\"event\":\"diverged\",\"step\":%ld,\"epoch\":%d}\n", res->diverged_step, epoch);
                 goto done;
             }
-            st.drop_rng = g.rng;
+            step_rng_end(&g, &st.drop_rng, world);
             sf_ctx_reset(&g);
 
             step++;
             if (step % accum == 0 || step == steps_per_epoch) {
+                sf_dist_allreduce_grads(&ps);  // MPI: the mean gradient of the global batch
+                dump_first_grad(&ps, st.global_step);
                 if (cfg.optim.clip_grad > 0) {
                     double norm = sf_grad_norm(&ps);
                     if (norm > cfg.optim.clip_grad) sf_grad_scale(&ps, (float)(cfg.optim.clip_grad / (norm + 1e-6)));
@@ -421,13 +562,14 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
             if (cfg.train.save_every_steps > 0 && step % cfg.train.save_every_steps == 0 &&
                 step < steps_per_epoch) {
                 st.epoch = epoch;
-                if (save_checkpoint(path_last, &ps, &st, config_text, 1) != 0) {
+                if (save_on_rank0(path_last, &ps, &st, config_text, 1) != 0) {
                     res->status = SF_TRAIN_ERROR;
                     goto done;
                 }
             }
-            if (g_stop_requested || (cfg.train.max_steps > 0 && steps_this_run >= cfg.train.max_steps)) {
-                stopped_by_signal = g_stop_requested;
+            if (world == 1) stop_signal = g_stop_requested;
+            if (stop_signal || (cfg.train.max_steps > 0 && steps_this_run >= cfg.train.max_steps)) {
+                stopped_by_signal = stop_signal;
                 break;
             }
         }
@@ -437,6 +579,7 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
         /* Evaluate and checkpoint at the end of a complete epoch. */
         sf_eval_result ev = {0};
         if (epoch_complete && ((epoch + 1) % cfg.train.eval_every == 0 || epoch + 1 == cfg.train.epochs)) {
+            sf_dist_broadcast_buffers(&ps);  // MPI: rank 0's BatchNorm running statistics
             sf_evaluate(model, val_loader, cfg.model.num_classes, &ev);
             int skipped = sf_loader_skipped(train_loader);
             printf("epoch %d/%d  train loss %.4f  val loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.0fs%s)\n",
@@ -452,11 +595,11 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
             fflush(fcsv);
             res->final_top1 = (float)ev.top1;
             res->final_top5 = (float)ev.top5;
-            if (ev.top1 > st.best_top1 || !file_exists(path_best)) {
+            if (ev.top1 > st.best_top1 || rank0_decides(rank == 0 && !file_exists(path_best))) {
                 if (ev.top1 > st.best_top1) st.best_top1 = (float)ev.top1;
                 st.epoch = epoch + 1;
                 st.step_in_epoch = 0;
-                if (save_checkpoint(path_best, &ps, &st, config_text, 0) != 0) {
+                if (save_on_rank0(path_best, &ps, &st, config_text, 0) != 0) {
                     res->status = SF_TRAIN_ERROR;
                     goto done;
                 }
@@ -469,7 +612,13 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
         } else {
             st.epoch = epoch;
         }
-        if (save_checkpoint(path_last, &ps, &st, config_text, 1) != 0) {
+        /* MPI: identical updates keep the ranks' parameters bit-equal; check that before
+         * saving, and continue from rank 0's if a reduction was not bitwise reproducible. */
+        if (!sf_dist_params_in_sync(&ps)) {
+            sf_warn("parameters differ between ranks after epoch %d; continuing from rank 0's", epoch + 1);
+            sf_dist_broadcast_params(&ps, 1);
+        }
+        if (save_on_rank0(path_last, &ps, &st, config_text, 1) != 0) {
             res->status = SF_TRAIN_ERROR;
             goto done;
         }
@@ -484,6 +633,13 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
     }
     res->best_top1 = st.best_top1;
     res->steps_done = st.global_step;
+    if (world > 1) {
+        double secs;
+        long calls;
+        sf_dist_allreduce_stats(&secs, &calls);
+        printf("allreduce: %.2f ms per update over %ld updates, %.2f MB of gradient each, %d ranks\n",
+               calls ? 1e3 * secs / calls : 0.0, calls, ps.total * sizeof(float) / 1e6, world);
+    }
 
 done:
     res->seconds = sf_now() - t_start;

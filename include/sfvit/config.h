@@ -58,6 +58,7 @@ typedef struct sf_train_cfg {
     int max_steps;            /* stop after this many steps (0 = no limit); for tests */
     int eval_every;           /* epochs between evaluations */
     float max_train_fraction; /* use only this fraction of the train set (smoke runs); 1 = all */
+    int bn_sync;              /* under MPI: BatchNorm batch statistics over all ranks (1) or per rank (0) */
 } sf_train_cfg;
 
 typedef struct sf_config {

@@ -8,7 +8,8 @@
  * The tape: every op computes its forward at once and, when grad mode is on and an
  * input requires grad, pushes a node {op, inputs, output, saved context}. sf_backward()
  * walks the nodes in reverse and calls each op's hand-written backward, which
- * accumulates (+=) into the inputs' gradients.
+ * accumulates (+=) into the inputs' gradients. Once a node's backward has run, its output's
+ * gradient is dead and goes back to the arena for reuse.
  *
  * Deliberately not here: strides/views (a non-contiguous result is materialized by an
  * explicit op), dtypes other than float32, dynamic graphs across steps.
@@ -45,12 +46,16 @@ typedef struct sf_arena {
     size_t in_use, peak;    /* bytes handed out since the last reset, and the maximum */
     size_t capacity;        /* bytes reserved over all blocks */
     size_t limit;           /* 0 = unlimited; else an allocation past it is an error */
+    void *recycled;         /* released chunks (sf_arena_release), reused by exact size */
 } sf_arena;
 
 void sf_arena_init(sf_arena *a, size_t block_size);
 void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
 void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
 void sf_arena_reset(sf_arena *a);
+/* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
+ * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */
+void sf_arena_release(sf_arena *a, void *p, size_t bytes);
 void sf_arena_free(sf_arena *a);
 
 /* ---- ops and the tape ---- */
@@ -147,6 +152,9 @@ sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3);
 /* Same shape as t, uninitialized / zeroed. */
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
 sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t);
+/* Release an activation's data when no backward reads it (e.g. the fused qkv output once it
+ * is split into heads); t->data becomes NULL, its shape and gradient stay. */
+void sf_tensor_release_data(sf_ctx *g, sf_tensor *t);
 /* The gradient buffer of t, allocated zeroed from the arena on first use. */
 float *sf_grad(sf_ctx *g, sf_tensor *t);
 /* "(2, 197, 384)" into buf; returns buf. */

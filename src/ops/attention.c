@@ -88,17 +88,23 @@ static void colnorm_forward(float *y, float *s, const float *x, int N, int D, in
     for (int j = 0; j < D; j++) s[j] = 0.0f;
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * D;
-        if (p == 1)
+        if (p == 1) {
+#pragma omp simd
             for (int j = 0; j < D; j++) s[j] += fabsf(xr[j]);
-        else
+        } else {
+#pragma omp simd
             for (int j = 0; j < D; j++) s[j] += xr[j] * xr[j];
+        }
     }
     if (p == 2)
         for (int j = 0; j < D; j++) s[j] = sqrtf(s[j]);
+    /* A true division, not a product with the reciprocal: with one token y = x / |x| must be
+     * exactly ±1, or the (zero) gradient of that case picks up rounding noise. */
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * D;
         float *yr = y + (size_t)n * D;
-        for (int j = 0; j < D; j++) yr[j] = xr[j] / fmaxf(s[j], eps);
+#pragma omp simd
+        for (int j = 0; j < D; j++) yr[j] = xr[j] / (s[j] > eps ? s[j] : eps); // max(s, eps)
     }
 }
 
@@ -112,11 +118,13 @@ static void colnorm_forward(float *y, float *s, const float *x, int N, int D, in
  * the inner loop has no branch. `drop_norm_term` zeroes b on purpose (SFVIT_BREAK_BACKWARD)
  * so the gradient check can be seen to fail. scratch holds 2 D floats. */
 static void colnorm_backward(float *dx, float *scratch, const float *dy, const float *y,
-                             const float *s, int N, int D, int p, float eps, int drop_norm_term) {
+                             const float *s, int N, int D, int p, float eps, int drop_norm_term,
+                             int acc) {
     float *a = scratch, *b = scratch + D; // (D) each
     for (int j = 0; j < D; j++) b[j] = 0.0f;
     for (int n = 0; n < N; n++) {
         const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
+#pragma omp simd
         for (int j = 0; j < D; j++) b[j] += gr[j] * yr[j]; // c_j
     }
     for (int j = 0; j < D; j++) {
@@ -126,13 +134,20 @@ static void colnorm_backward(float *dx, float *scratch, const float *dy, const f
     for (int n = 0; n < N; n++) {
         const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
         float *dr = dx + (size_t)n * D;
-        if (p == 1)
+        if (p == 1) {
+#pragma omp simd
             for (int j = 0; j < D; j++) {
                 float dir = (float)(yr[j] > 0.0f) - (float)(yr[j] < 0.0f);
-                dr[j] += a[j] * (gr[j] - dir * b[j]);
+                float v = a[j] * (gr[j] - dir * b[j]);
+                dr[j] = acc ? dr[j] + v : v;
             }
-        else
-            for (int j = 0; j < D; j++) dr[j] += a[j] * (gr[j] - yr[j] * b[j]);
+        } else {
+#pragma omp simd
+            for (int j = 0; j < D; j++) {
+                float v = a[j] * (gr[j] - yr[j] * b[j]);
+                dr[j] = acc ? dr[j] + v : v;
+            }
+        }
     }
 }
 
@@ -171,13 +186,14 @@ static void colnorm_op_backward(sf_ctx *g, sf_node *node, int drop_norm_term) {
     int L = (int)(x->numel / ((size_t)N * D));
     int p = node->iarg[0];
     float eps = node->farg[0];
-    float *dx = sf_grad(g, x);
+    int acc; /* a new dx is written (every element), not accumulated */
+    float *dx = sf_grad_dst(g, x, &acc);
     float *c = attn_alloc(g, (size_t)L * 2 * D); // (L, 2, D) backward scratch per slice
 #pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
     for (int l = 0; l < L; l++) {
         size_t off = (size_t)l * N * D;
         colnorm_backward(dx + off, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
-                         sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term);
+                         sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term, acc);
     }
 }
 
@@ -232,13 +248,17 @@ static void softmax_rows(float *z, int R, int C) {
     for (int r = 0; r < R; r++) {
         float *zr = z + (size_t)r * C;
         float mx = zr[0];
-        for (int j = 1; j < C; j++) mx = fmaxf(mx, zr[j]);
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < C; j++) mx = zr[j] > mx ? zr[j] : mx;
         float sum = 0.0f;
+        /* sf_fast_expf (relative error < 2e-7) vectorizes; libm's expf does not. */
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < C; j++) {
-            zr[j] = expf(zr[j] - mx);
+            zr[j] = sf_fast_expf(zr[j] - mx);
             sum += zr[j];
         }
         float inv = 1.0f / sum;
+#pragma omp simd
         for (int j = 0; j < C; j++) zr[j] *= inv;
     }
 }
@@ -251,7 +271,9 @@ static void softmax_rows_backward(float *dp, const float *p, int R, int C) {
         float *dr = dp + (size_t)r * C;
         const float *pr = p + (size_t)r * C;
         float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
         for (int j = 0; j < C; j++) dot += dr[j] * pr[j];
+#pragma omp simd
         for (int j = 0; j < C; j++) dr[j] = pr[j] * (dr[j] - dot);
     }
 }
@@ -335,9 +357,15 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
     int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
     sf_sima_order order = (sf_sima_order)node->iarg[0];
     const sima_saved *sv = node->saved;
-    float *dq = attn_grad_or_null(g, q), *dk = attn_grad_or_null(g, k);
-    float *dv = attn_grad_or_null(g, v);
     int broken = sf_break_backward("sima");
+    /* Each of dQ, dK, dV is written by one product per slice: new buffers take beta 0. The
+     * broken variant skips dK, and inputs that are the same tensor share one buffer, so those
+     * cases take zeroed buffers and accumulate. */
+    int aq = 1, ak = 1, av = 1, plain = broken || q == k || k == v || q == v;
+    float *dq = !q->requires_grad ? NULL : plain ? sf_grad(g, q) : sf_grad_dst(g, q, &aq);
+    float *dk = !k->requires_grad ? NULL : plain ? sf_grad(g, k) : sf_grad_dst(g, k, &ak);
+    float *dv = !v->requires_grad ? NULL : plain ? sf_grad(g, v) : sf_grad_dst(g, v, &av);
+    const float bq = aq ? 1.0f : 0.0f, bk = ak ? 1.0f : 0.0f, bv = av ? 1.0f : 0.0f;
     size_t per = order == SF_SIMA_QK_FIRST ? (size_t)Nq * N : (size_t)D * D;
     attn_par par = attn_par_begin(L);
     float *dmid_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dS or (D, D) dU
@@ -351,20 +379,20 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
         float *dql = dq ? dq + (size_t)l * Nq * D : NULL, *dkl = dk ? dk + (size_t)l * N * D : NULL;
         float *dvl = dv ? dv + (size_t)l * N * D : NULL;
         if (order == SF_SIMA_QK_FIRST) {
-            if (dvl) sf_gemm(1, 0, N, D, Nq, 1.0f, m, gl, 1.0f, dvl);      // dV += S^T G
+            if (dvl) sf_gemm(1, 0, N, D, Nq, 1.0f, m, gl, bv, dvl);      // dV += S^T G
             if (dql || dkl) {
-                sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);         // dS = G V^T
-                if (dql) sf_gemm(0, 0, Nq, D, N, 1.0f, dmid, kl, 1.0f, dql); // dQ += dS K
+                sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);       // dS = G V^T
+                if (dql) sf_gemm(0, 0, Nq, D, N, 1.0f, dmid, kl, bq, dql); // dQ += dS K
                 if (dkl && !broken)
-                    sf_gemm(1, 0, N, D, Nq, 1.0f, dmid, ql, 1.0f, dkl);     // dK += dS^T Q
+                    sf_gemm(1, 0, N, D, Nq, 1.0f, dmid, ql, bk, dkl);     // dK += dS^T Q
             }
         } else {
-            if (dql) sf_gemm(0, 1, Nq, D, D, 1.0f, gl, m, 1.0f, dql);      // dQ += G U^T
+            if (dql) sf_gemm(0, 1, Nq, D, D, 1.0f, gl, m, bq, dql);      // dQ += G U^T
             if (dkl || dvl) {
-                sf_gemm(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);         // dU = Q^T G
+                sf_gemm(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);       // dU = Q^T G
                 if (dkl && !broken)
-                    sf_gemm(0, 1, N, D, D, 1.0f, vl, dmid, 1.0f, dkl);      // dK += V dU^T
-                if (dvl) sf_gemm(0, 0, N, D, D, 1.0f, kl, dmid, 1.0f, dvl); // dV += K dU
+                    sf_gemm(0, 1, N, D, D, 1.0f, vl, dmid, bk, dkl);      // dK += V dU^T
+                if (dvl) sf_gemm(0, 0, N, D, D, 1.0f, kl, dmid, bv, dvl); // dV += K dU
             }
         }
     }
@@ -532,11 +560,11 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         }
         if (dq) {
             sf_gemm(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
-            colnorm_backward(dq + nd, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0);
+            colnorm_backward(dq + nd, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
         }
         if (dk) {
             sf_gemm(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
-            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, 0);
+            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
         }
     }
     attn_par_end(par);

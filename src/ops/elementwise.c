@@ -40,15 +40,30 @@ sf_tensor *sf_add(sf_ctx *g, sf_tensor *a, sf_tensor *b) {
     return y;
 }
 
-/* y = a + b: da += G, db += G (a == b is fine: both land in the same buffer). */
+/* y = a + b: da += G, db += G (a == b is fine: both land in the same buffer).
+ * An input without a gradient yet takes G's buffer itself (no copy): nothing reads y's
+ * gradient after this backward (y's consumers ran before, in reverse tape order), so later
+ * accumulations into the input may reuse that memory. Only one input may share it; the
+ * other gets a copy. This is what makes a residual connection's backward free. */
 void sf_add_backward(sf_ctx *g, sf_node *node) {
-    const float *G = node->out->grad;
+    float *G = node->out->grad;
     size_t n = node->out->numel;
+    int shared = 0;
     for (int k = 0; k < 2; k++) {
         sf_tensor *t = node->in[k];
         if (!t->requires_grad) continue;
-        float *d = sf_grad(g, t);
-#pragma omp parallel for if (n > EW_OMP_MIN)
+        if (!t->grad && !shared) {
+            t->grad = G;
+            shared = 1;
+            continue;
+        }
+        int acc;
+        float *d = sf_grad_dst(g, t, &acc);
+        if (!acc) {
+            memcpy(d, G, n * sizeof(float));
+            continue;
+        }
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN)
         for (size_t i = 0; i < n; i++) d[i] += G[i];
     }
 }
@@ -108,12 +123,17 @@ void sf_add_broadcast_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->in[1];
     const float *G = node->out->grad; // (R, Y)
     size_t Y = y->numel, R = x->numel / Y;
+    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, NULL, R, Y);
     if (x->requires_grad) {
-        float *dx = sf_grad(g, x);
-#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+        int acc;
+        float *dx = sf_grad_dst(g, x, &acc);
+        if (!acc) {
+            memcpy(dx, G, R * Y * sizeof(float));
+            return;
+        }
+#pragma omp parallel for simd if (parallel : R * Y > EW_OMP_MIN)
         for (size_t i = 0; i < R * Y; i++) dx[i] += G[i];
     }
-    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, NULL, R, Y);
 }
 
 sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y) {
@@ -171,10 +191,13 @@ void sf_scale_backward(sf_ctx *g, sf_node *node) {
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) {
     sf_tensor *y = sf_tensor_like(g, x);
     size_t n = x->numel;
-#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+    const float *xd = x->data;
+    float *yd = y->data;
+    /* sf_fast_erff (|error| < 3e-7) instead of libm's scalar erff: the loop vectorizes. */
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
     for (size_t i = 0; i < n; i++) {
-        float v = x->data[i];
-        y->data[i] = 0.5f * v * (1.0f + erff(v * SQRT1_2));
+        float v = xd[i];
+        yd[i] = 0.5f * v * (1.0f + sf_fast_erff(v * SQRT1_2));
     }
     if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_GELU, y, &x, 1);
     return y;
@@ -184,16 +207,18 @@ sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) {
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
 void sf_gelu_backward(sf_ctx *g, sf_node *node) {
     const float *x = node->in[0]->data, *G = node->out->grad;
-    float *dx = sf_grad(g, node->in[0]);
+    int acc;
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
     /* Teeth: the broken variant drops the x phi(x) term. */
     float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f;
-#pragma omp parallel for if (n > EW_OMP_MIN / 8)
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
-        float cdf = 0.5f * (1.0f + erff(v * SQRT1_2));
-        float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
-        dx[i] += G[i] * (cdf + keep_pdf * v * pdf);
+        float cdf = 0.5f * (1.0f + sf_fast_erff(v * SQRT1_2));
+        float pdf = INV_SQRT_2PI * sf_fast_expf(-0.5f * v * v);
+        float d = G[i] * (cdf + keep_pdf * v * pdf);
+        dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
 }
 

@@ -59,8 +59,11 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
     int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
     const float *G = node->out->grad; // (R, O)
     /* Teeth: the broken variant drops the dx term, so the check on x must fail. */
-    if (x->requires_grad && !sf_break_backward("linear"))
-        sf_gemm(0, 0, R, I, O, 1.0f, G, w->data, 1.0f, sf_grad(g, x)); // (R, I)
+    if (x->requires_grad && !sf_break_backward("linear")) {
+        int acc; /* a new dx is written (beta 0): no zero fill, no read */
+        float *dx = sf_grad_dst(g, x, &acc);
+        sf_gemm(0, 0, R, I, O, 1.0f, G, w->data, acc ? 1.0f : 0.0f, dx); // (R, I)
+    }
     if (w->requires_grad) sf_gemm(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
     if (b && b->requires_grad) {
         /* Column sums as a matrix-vector product: db (O, 1) += G^T (O, R) . 1 (R, 1). */
@@ -125,21 +128,25 @@ void sf_matmul_backward(sf_ctx *g, sf_node *node) {
     int ta = node->iarg[4], tb = node->iarg[5];
     size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, sc_ = (size_t)M * N;
     const float *G = node->out->grad; // (batch, M, N)
-    float *da = a->requires_grad ? sf_grad(g, a) : NULL;
-    float *db = b->requires_grad ? sf_grad(g, b) : NULL;
+    /* Every slice of da and db is written by one product: new buffers take beta 0. */
+    int acc_a = 1, acc_b = 1;
+    float *da = a->requires_grad ? sf_grad_dst(g, a, &acc_a) : NULL;
+    float *db = b->requires_grad ? (b == a ? da : sf_grad_dst(g, b, &acc_b)) : NULL;
+    if (b == a) acc_b = 1; /* a @ a: the second product adds to the first */
+    const float beta_a = acc_a ? 1.0f : 0.0f, beta_b = acc_b ? 1.0f : 0.0f;
     for (int i = 0; i < batch; i++) {
         const float *Ai = a->data + i * sa_, *Bi = b->data + i * sb_, *Gi = G + i * sc_;
         if (da) {
             if (!ta) /* (M, K) = G (M, N) . op(B)^T (N, K) */
-                sf_gemm(0, !tb, M, K, N, 1.0f, Gi, Bi, 1.0f, da + i * sa_);
+                sf_gemm(0, !tb, M, K, N, 1.0f, Gi, Bi, beta_a, da + i * sa_);
             else /* (K, M) = op(B) (K, N) . G^T (N, M) */
-                sf_gemm(tb, 1, K, M, N, 1.0f, Bi, Gi, 1.0f, da + i * sa_);
+                sf_gemm(tb, 1, K, M, N, 1.0f, Bi, Gi, beta_a, da + i * sa_);
         }
         if (db) {
             if (!tb) /* (K, N) = op(A)^T (K, M) . G (M, N) */
-                sf_gemm(!ta, 0, K, N, M, 1.0f, Ai, Gi, 1.0f, db + i * sb_);
+                sf_gemm(!ta, 0, K, N, M, 1.0f, Ai, Gi, beta_b, db + i * sb_);
             else /* (N, K) = G^T (N, M) . op(A) (M, K) */
-                sf_gemm(1, ta, N, K, M, 1.0f, Gi, Ai, 1.0f, db + i * sb_);
+                sf_gemm(1, ta, N, K, M, 1.0f, Gi, Ai, beta_b, db + i * sb_);
         }
     }
 }

@@ -1,13 +1,19 @@
 /* norm.c — LayerNorm over the last dim and BatchNorm2d (train and eval), each with its
  * hand-written backward. Derivations: docs/math/soft_conv_norm.md#layernorm and #batchnorm.
  *
- * Deliberately not here: GroupNorm/RMSNorm (no model uses them), SyncBatchNorm (one process),
- * and a fused BatchNorm+ReLU (ReLU is its own op).
+ * BatchNorm under MPI (train/dist.c, train.bn_sync): when the sf_batchnorm_allreduce hook is
+ * set, the per-channel sums of the forward (Σx, Σ(x − μ)², the count) and of the backward
+ * (Σĝ, Σĝ⊙x̂) are summed over the ranks, i.e. SyncBatchNorm; dγ and dβ stay per rank (the
+ * gradient all-reduce averages them). Unset, every sum is this process's own.
+ *
+ * Deliberately not here: GroupNorm/RMSNorm (no model uses them) and a fused BatchNorm+ReLU
+ * (ReLU is its own op).
  *
  * Dimension legend: B batch, N tokens, C channels (LayerNorm: the last dim), H W image height and
  * width (BatchNorm2d input is (B, C, H, W)).
  */
 #include "ops_internal.h"
+#include "sfvit/dist.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,20 +47,28 @@ sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, flo
         sv->mean = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
         sv->rstd = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
     }
+    const float *wd = w ? w->data : NULL, *bd = b ? b->data : NULL;
 #pragma omp parallel for if (x->numel > 32768)
     for (int r = 0; r < rows; r++) {
         const float *xr = x->data + (size_t)r * C;
         float *y = out->data + (size_t)r * C;
         float m = 0;
+#pragma omp simd reduction(+ : m)
         for (int i = 0; i < C; i++) m += xr[i];
         m /= (float)C;
         float v = 0;  // two passes: no cancellation when |μ| >> σ
+#pragma omp simd reduction(+ : v)
         for (int i = 0; i < C; i++) v += (xr[i] - m) * (xr[i] - m);
         v /= (float)C;  // biased, as torch
         const float rs = 1.0f / sqrtf(v + eps);
-        for (int i = 0; i < C; i++) {
-            float xh = (xr[i] - m) * rs;
-            y[i] = (w ? w->data[i] : 1.0f) * xh + (b ? b->data[i] : 0.0f);
+        if (wd && bd) {  // the common case, a loop that vectorizes
+#pragma omp simd
+            for (int i = 0; i < C; i++) y[i] = wd[i] * ((xr[i] - m) * rs) + bd[i];
+        } else {
+            for (int i = 0; i < C; i++) {
+                float xh = (xr[i] - m) * rs;
+                y[i] = (wd ? wd[i] : 1.0f) * xh + (bd ? bd[i] : 0.0f);
+            }
         }
         if (sv) {
             sv->mean[r] = m;
@@ -77,8 +91,10 @@ void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
     const int C = x->shape[x->ndim - 1], rows = (int)(x->numel / (size_t)C);
     const float *G = node->out->grad;  // (..., C)
     const int broken = sf_break_backward("layernorm");  // teeth: mean(ĝ) term dropped
-    float *dx = x->requires_grad ? sf_grad(g, x) : NULL;
+    int acc = 1;  // a new dx is written, not accumulated
+    float *dx = x->requires_grad ? sf_grad_dst(g, x, &acc) : NULL;
     float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
+    const float *wd = w ? w->data : NULL;
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
     const int nt = omp_get_max_threads();
     float *part = (dw || db) ? sf_arena_calloc(&g->arena, (size_t)nt * 2 * C * sizeof(float))
@@ -92,8 +108,9 @@ void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
             const float m = sv->mean[r], rs = sv->rstd[r];
             if (dx) {
                 float sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
                 for (int i = 0; i < C; i++) {
-                    float gh = gr[i] * (w ? w->data[i] : 1.0f);
+                    float gh = gr[i] * (wd ? wd[i] : 1.0f);
                     sg += gh;
                     sgx += gh * (xr[i] - m) * rs;
                 }
@@ -101,12 +118,15 @@ void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
                 sgx /= (float)C;
                 if (broken) sg = 0;
                 float *d = dx + (size_t)r * C;
+#pragma omp simd
                 for (int i = 0; i < C; i++) {
-                    float gh = gr[i] * (w ? w->data[i] : 1.0f);
-                    d[i] += rs * (gh - sg - (xr[i] - m) * rs * sgx);
+                    float gh = gr[i] * (wd ? wd[i] : 1.0f);
+                    float v = rs * (gh - sg - (xr[i] - m) * rs * sgx);
+                    d[i] = acc ? d[i] + v : v;
                 }
             }
             if (part)
+#pragma omp simd
                 for (int i = 0; i < C; i++) {
                     pw[i] += gr[i] * (xr[i] - m) * rs;
                     pb[i] += gr[i];
@@ -149,27 +169,50 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
     float *mean = sf_arena_alloc(&g->arena, (size_t)2 * C * sizeof(float));  // (C)
     float *rstd = mean + C;                                                  // (C)
 
+    /* Training statistics in two passes (Σx, then Σ(x − μ)²), each summed over the ranks by
+     * the SyncBatchNorm hook when it is set. */
+    double *sum = NULL, *sq = NULL;  // (C + 1) Σx and the count; (C) Σ(x − μ)²
+    double Mg = (double)M;           // values per channel over every rank
+    sf_batchnorm_allreduce_fn sync = train ? sf_batchnorm_allreduce : NULL;
+    if (train) {
+        sum = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));
+        sq = sum + C + 1;
 #pragma omp parallel for if (x->numel > 32768)
-    for (int c = 0; c < C; c++) {
-        if (train) {
+        for (int c = 0; c < C; c++) {
             double s = 0;
             for (int bi = 0; bi < B; bi++) {
                 const float *xp = x->data + ((size_t)bi * C + c) * HW;
                 for (int i = 0; i < HW; i++) s += xp[i];
             }
-            const double m = s / (double)M;
+            sum[c] = s;
+        }
+        sum[C] = (double)M;
+        if (sync) sync(sum, C + 1);
+        Mg = sum[C];
+#pragma omp parallel for if (x->numel > 32768)
+        for (int c = 0; c < C; c++) {
+            const double m = sum[c] / Mg;
             double v = 0;
             for (int bi = 0; bi < B; bi++) {
                 const float *xp = x->data + ((size_t)bi * C + c) * HW;
                 for (int i = 0; i < HW; i++) v += (xp[i] - m) * (xp[i] - m);
             }
-            v /= (double)M;  // biased for normalizing, as torch
+            sq[c] = v;
+        }
+        if (sync) sync(sq, C);
+    }
+
+#pragma omp parallel for if (x->numel > 32768)
+    for (int c = 0; c < C; c++) {
+        if (train) {
+            const double m = sum[c] / Mg;
+            const double v = sq[c] / Mg;  // biased for normalizing, as torch
             mean[c] = (float)m;
             rstd[c] = (float)(1.0 / sqrt(v + eps));
             /* torch: running ← (1 − momentum)·running + momentum·stat, variance unbiased */
             running_mean->data[c] = (1.0f - momentum) * running_mean->data[c] + momentum * (float)m;
             running_var->data[c] = (1.0f - momentum) * running_var->data[c] +
-                                   momentum * (float)(v * (double)M / (double)(M - 1));
+                                   momentum * (float)(v * Mg / (Mg - 1.0));
         } else {
             mean[c] = running_mean->data[c];
             rstd[c] = 1.0f / sqrtf(running_var->data[c] + eps);
@@ -192,6 +235,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
         sv->rstd = rstd;
         node->saved = sv;
         node->iarg[0] = train;
+        node->iarg[1] = sync != NULL;  // backward sums over the ranks too
     }
     return out;
 }
@@ -199,20 +243,22 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
 /* In the forward pass this was: y = γ·(x − μ)·r + β per channel, μ and r from the batch
  * (train) or from the running statistics (eval).
  * Train, with ĝ = g·γ over the M = B·H·W values: dx = (r/M)(M·ĝ − Σĝ − x̂·Σ(ĝ ⊙ x̂)).
- * Eval (μ, r constants): dx = ĝ·r. Both: dγ = Σ g ⊙ x̂, dβ = Σ g. One thread per channel. */
+ * Eval (μ, r constants): dx = ĝ·r. Both: dγ = Σ g ⊙ x̂, dβ = Σ g. One thread per channel.
+ * Synced (iarg[1]): the sums and M in dx are over every rank, dγ and dβ this rank's own. */
 void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const batchnorm_saved *sv = node->saved;
-    const int train = node->iarg[0];
+    const int train = node->iarg[0], synced = node->iarg[1] && sf_batchnorm_allreduce;
     const int B = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    const float M = (float)((size_t)B * HW);
+    float M = (float)((size_t)B * HW);
     const float *G = node->out->grad;  // (B, C, H, W)
     float *dx = x->requires_grad ? sf_grad(g, x) : NULL;
     float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
+    double *sums = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));  // (2C + 1) Σ g, Σ g ⊙ x̂, M
 #pragma omp parallel for if (x->numel > 32768)
     for (int c = 0; c < C; c++) {
-        const float m = sv->mean[c], r = sv->rstd[c], gam = w ? w->data[c] : 1.0f;
+        const float m = sv->mean[c], r = sv->rstd[c];
         float sg = 0, sgx = 0;  // Σ g, Σ g ⊙ x̂
         for (int bi = 0; bi < B; bi++) {
             const float *xp = x->data + ((size_t)bi * C + c) * HW, *gp = G + ((size_t)bi * C + c) * HW;
@@ -223,7 +269,19 @@ void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
         }
         if (dw) dw[c] += sgx;
         if (db) db[c] += sg;
-        if (!dx) continue;
+        sums[c] = sg;
+        sums[C + c] = sgx;
+    }
+    if (!dx) return;
+    if (train && synced) {
+        sums[2 * C] = M;
+        sf_batchnorm_allreduce(sums, 2 * C + 1);
+        M = (float)sums[2 * C];
+    }
+#pragma omp parallel for if (x->numel > 32768)
+    for (int c = 0; c < C; c++) {
+        const float m = sv->mean[c], r = sv->rstd[c], gam = w ? w->data[c] : 1.0f;
+        const float sg = (float)sums[c], sgx = (float)sums[C + c];
         for (int bi = 0; bi < B; bi++) {
             const float *xp = x->data + ((size_t)bi * C + c) * HW, *gp = G + ((size_t)bi * C + c) * HW;
             float *d = dx + ((size_t)bi * C + c) * HW;

@@ -5,6 +5,8 @@
 
 #include "sfvit/ops.h"
 
+#include <stdint.h>
+
 #define SF_DECL_BACKWARD(name) void sf_##name##_backward(sf_ctx *g, sf_node *node)
 SF_DECL_BACKWARD(linear);
 SF_DECL_BACKWARD(matmul);
@@ -40,6 +42,11 @@ SF_DECL_BACKWARD(conv2d);
 SF_DECL_BACKWARD(avgpool2d);
 SF_DECL_BACKWARD(cross_entropy);
 
+/* The gradient buffer of t for a backward that writes all of it: *accumulate = 0 when the
+ * buffer is new and uninitialized (write with = / sgemm beta 0), 1 when it already holds
+ * gradient (+= / beta 1). Ops that write only part of a gradient use sf_grad() (zeroed). */
+float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate);
+
 /* Row-major sgemm on raw pointers: C = alpha * op(A) op(B) + beta * C, with
  * op(A) (M x K), op(B) (K x N), C (M x N), contiguous (lda/ldb/ldc derived). */
 void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -53,5 +60,59 @@ int sf_break_backward(const char *op_name);
 /* conv.c: 1 (default) sends depthwise convs (groups == C_in == C_out) to the direct kernel,
  * 0 forces the im2col reference path; the tests compare the two. Process-wide setting. */
 void sf_conv2d_set_direct(int enabled);
+
+/* ---- vectorizable float math for the element-wise kernels ----
+ * Plain arithmetic (no libm calls, no branches after if-conversion), so loops that call these
+ * under `#pragma omp simd` become AVX/AVX-512 code. The libm functions (expf, erff) stay the
+ * reference: tests/test_ops_fast.c checks the error bounds below on dense grids. */
+
+/* exp(x): x = n ln2 + r (Cody–Waite split of ln 2, |r| <= ln2/2), exp(r) by its degree-7
+ * Taylor polynomial (truncation < 3e-9), 2^n assembled in the exponent bits. Relative error
+ * < 2e-7 on [-87, 88]; arguments are clamped to that range (no infinities, no denormals). */
+static inline __attribute__((always_inline)) float sf_fast_expf(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22 */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union { int32_t i; float f; } s;
+    s.i = ((int32_t)n + 127) << 23;
+    return p * s.f;
+}
+
+/* erf(x), absolute error < 3e-7: |x| < 1 by the odd rational minimax form x P(x^2) / Q(x^2)
+ * used by Eigen and XLA (error grows with |x|, so only its accurate part is used);
+ * |x| >= 1 by Abramowitz & Stegun 7.1.26, 1 - t P(t) exp(-x^2), t = 1 / (1 + 0.3275911 |x|)
+ * (accurate where erf is near 1). Both are computed and one selected, which vectorizes. */
+static inline __attribute__((always_inline)) float sf_fast_erff(float x) {
+    float c = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x), c2 = c * c;
+    float p = -2.72614225801306e-10f;
+    p = p * c2 + 2.77068142495902e-08f;
+    p = p * c2 - 2.10102402082508e-06f;
+    p = p * c2 - 5.69250639462346e-05f;
+    p = p * c2 - 7.34990630326855e-04f;
+    p = p * c2 - 2.95459980854025e-03f;
+    p = p * c2 - 1.60960333262415e-02f;
+    float q = -1.45660718464996e-05f;
+    q = q * c2 - 2.13374055278905e-04f;
+    q = q * c2 - 1.68282697438203e-03f;
+    q = q * c2 - 7.37332916720468e-03f;
+    q = q * c2 - 1.42647390514189e-02f;
+    float small = c * p / q;
+    float ax = x < 0.0f ? -x : x;
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
+               0.254829592f) * t;
+    float big = 1.0f - y * sf_fast_expf(-ax * ax);
+    big = x < 0.0f ? -big : big;
+    return ax < 1.0f ? small : big;
+}
 
 #endif

@@ -42,12 +42,18 @@ sf_tensor *sf_reshape(sf_ctx *g, sf_tensor *x, int ndim, const int *shape) {
     return y;
 }
 
-/* y = x (reinterpreted): dx += dy elementwise. */
+/* y = x (reinterpreted): dx += dy elementwise. A dx that does not exist yet takes dy's
+ * buffer itself: nothing reads y's gradient after this backward (see sf_add_backward). */
 void sf_reshape_backward(sf_ctx *g, sf_node *node) {
-    float *dx = sf_grad(g, node->in[0]);
-    const float *G = node->out->grad;
+    sf_tensor *x = node->in[0];
+    float *G = node->out->grad;
+    if (!x->grad) {
+        x->grad = G;
+        return;
+    }
+    float *dx = sf_grad(g, x);
     size_t n = node->out->numel;
-#pragma omp parallel for if (n > SH_OMP_MIN)
+#pragma omp parallel for simd if (parallel : n > SH_OMP_MIN)
     for (size_t i = 0; i < n; i++) dx[i] += G[i];
 }
 
@@ -157,10 +163,51 @@ sf_tensor *sf_heads_split(sf_ctx *g, sf_tensor *x, int parts, int part, int H) {
     return y;
 }
 
+/* Fast path of the split backward when dx does not exist yet: the splits of one x are
+ * recorded one after the other (q, k, v), so every consumer of their outputs comes later on
+ * the tape and all their gradients are final when the last of them runs its backward. That
+ * node then writes the whole dx in one pass: each part from its split's gradient, zeros where
+ * a part has no split or no gradient, and marks the sibling nodes done (iarg[2]). This
+ * replaces a zero fill and one read-modify-write pass per part. Returns 0 if not applicable. */
+static int heads_split_gather(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0];
+    int parts = node->iarg[0];
+    if (x->grad || parts > 8) return 0;
+    const float *src[8] = {0}; /* dy of each part, NULL = zeros */
+    int idx = (int)(node - g->tape);
+    for (int j = idx; j >= 0; j--) {
+        sf_node *s = &g->tape[j];
+        if (s->op != SF_OP_HEADS_SPLIT || s->in[0] != x || s->iarg[0] != parts) break;
+        src[s->iarg[1]] = s->out->grad;
+        s->iarg[2] = 1;
+    }
+    sf_tensor *y = node->out;
+    int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
+    size_t W = (size_t)x->shape[2];
+    float *dx = sf_arena_alloc(&g->arena, x->numel * sizeof(float)); // (B, N, P*H*D)
+    x->grad = dx;
+#pragma omp parallel for collapse(2) if (x->numel > SH_OMP_MIN)
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) {
+            float *xr = dx + ((size_t)b * N + n) * W;
+            for (int p = 0; p < parts; p++)
+                for (int h = 0; h < H; h++) {
+                    float *d = xr + ((size_t)p * H + h) * D;
+                    if (src[p])
+                        memcpy(d, src[p] + (((size_t)b * H + h) * N + n) * D, (size_t)D * sizeof(float));
+                    else
+                        memset(d, 0, (size_t)D * sizeof(float));
+                }
+        }
+    return 1;
+}
+
 /* y[b, h, n, d] = x[b, n, (part*H + h)*D + d]: dx at that place += dy (the other parts of
  * x's last dim are untouched; their own split nodes fill them). */
 void sf_heads_split_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->out;
+    if (node->iarg[2]) return; /* already written by a sibling's heads_split_gather */
+    if (heads_split_gather(g, node)) return;
     int part = node->iarg[1];
     int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
     size_t W = (size_t)x->shape[2];
@@ -192,14 +239,20 @@ void sf_heads_merge_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->out;
     int B = x->shape[0], H = x->shape[1], N = x->shape[2], D = x->shape[3];
     size_t W = (size_t)H * D;
-    float *dx = sf_grad(g, x);
+    int acc; /* every element of dx is written: a new dx is copied into, not accumulated */
+    float *dx = sf_grad_dst(g, x, &acc);
 #pragma omp parallel for collapse(2) if (y->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *gr = y->grad + (size_t)b * N * W + (size_t)h * D;
             float *xr = dx + ((size_t)b * H + h) * N * D;
-            for (int n = 0; n < N; n++)
+            for (int n = 0; n < N; n++) {
+                if (!acc) {
+                    memcpy(xr + (size_t)n * D, gr + (size_t)n * W, (size_t)D * sizeof(float));
+                    continue;
+                }
                 for (int d = 0; d < D; d++) xr[(size_t)n * D + d] += gr[(size_t)n * W + d];
+            }
         }
 }
 

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "sfvit/checkpoint.h"
 #include "sfvit/core.h"
 #include "fuzz_util.h"
@@ -34,6 +36,17 @@ static void small_store(sf_params *ps) {
     sf_param_add(ps, "head.weight", 2, s23, SF_PARAM_TRAINABLE | SF_PARAM_DECAY, SF_INIT_ZEROS, 0);
     sf_param_add(ps, "bn.num_batches_tracked", 1, s1, SF_PARAM_I64, SF_INIT_ZEROS, 0);
     sf_params_alloc(ps);
+}
+
+/* crc_checked promises that every tensor's CRC was compared: each must be named in crc32. */
+static void check_crc_coverage(const sf_st_file *f) {
+    if (!f->crc_checked) return;
+    cJSON *m = cJSON_Parse(sf_st_meta_get(f, "crc32"));
+    FUZZ_CHECK(m, "crc_checked without a parsable crc32");
+    for (int i = 0; i < f->n_entries; i++)
+        FUZZ_CHECK(cJSON_GetObjectItemCaseSensitive(m, f->entries[i].name),
+                   "crc_checked but tensor '%s' has no CRC entry", f->entries[i].name);
+    cJSON_Delete(m);
 }
 
 static void checkpoint_loads(void) {
@@ -101,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sf_st_close(&f);
         return 0;
     }
+    check_crc_coverage(&f);
     char shape[256];
     for (int i = 0; i < f.n_entries; i++) {
         const sf_st_entry *e = &f.entries[i];

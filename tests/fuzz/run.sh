@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 30),
-# starting from the committed seeds in tests/fuzz/corpus/<target>/. Fails on any crash, leak,
+# starting from the committed seeds in tests/fuzz/corpus/<target>/, after replaying the inputs
+# in tests/fuzz/crashes/<target>/ (each once broke a parser). Fails on any crash, leak,
 # sanitizer report, timeout or out-of-memory; the input that caused it is kept in
 # $BUILD/fuzz-artifacts/<target>/ and the log in $BUILD/fuzz-logs/<target>.log.
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]   (targets: config image safetensors idx)
@@ -35,10 +36,19 @@ for t in "${TARGETS[@]}"; do
   exe=$BUILD/tests/fuzz/fuzz_$t
   work=$BUILD/fuzz-corpus/$t art=$BUILD/fuzz-artifacts/$t/ log=$BUILD/fuzz-logs/$t.log
   mkdir -p "$work" "$art" "$(dirname "$log")"
+  # Inputs that once broke this target must pass first.
+  crashes=(tests/fuzz/crashes/$t/*)
+  if [ -e "${crashes[0]}" ]; then
+    if ! "$exe" -rss_limit_mb=4096 "${crashes[@]}" < /dev/null > "$log.replay" 2>&1; then
+      failed=$((failed + 1)); echo "FAIL fuzz_$t: a known crash input fails again (see $log.replay)"
+      grep -aE -A20 'ERROR: |runtime error:|fuzz invariant failed' "$log.replay" | head -40
+      continue
+    fi
+  fi
   # The parsers' own error messages (one per rejected input) are filtered out of the log.
   "$exe" "$work" tests/fuzz/corpus/$t -max_total_time="$SECONDS_EACH" -timeout=25 \
-    -rss_limit_mb=4096 -artifact_prefix="$art" -print_final_stats=1 ${SFVIT_FUZZ_ARGS:-} \
-    < /dev/null 2>&1 | grep -avE '^(sfvit: (error|warning)|---> HINT|    |wrote [0-9]+ images)' > "$log"
+    -rss_limit_mb=4096 -artifact_prefix="$art" -print_final_stats=1 -close_fd_mask=1 ${SFVIT_FUZZ_ARGS:-} \
+    < /dev/null 2>&1 | grep -avE '^(sfvit: (error|warning)|---> HINT|    )' > "$log"
   rc=${PIPESTATUS[0]}
   runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   cov=$(grep -aoE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
@@ -49,5 +59,5 @@ for t in "${TARGETS[@]}"; do
     grep -aE -A30 'ERROR: |runtime error:|fuzz invariant failed' "$log" | head -60
   fi
 done
-echo "$passed passed, $failed failed"
+echo "fuzz: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -633,7 +633,7 @@ def soft_case(name, symmetric, dims=(16, 16, 16, 16), depths=(1, 1, 1, 1), heads
 
 
 # ViT: N = 17 tokens; 2 heads give D = 16 (kv-first), 1 head D = 32 (qk-first).
-vit_case("vit_msa", ["msa", "msa"], mlp_ratio=2.0)
+vit_case("vit_msa", ["msa", "msa"], C=24, mlp_ratio=2.0)
 vit_case("vit_sima_l1", ["sima", "sima"], "l1", C=24)
 vit_case("vit_sima_l2_1head_relu", ["sima"], "l2", heads=1, act="relu", depth=1)
 vit_case("vit_sima_none_gray", ["sima"], "none", in_chans=1, depth=1)
@@ -642,7 +642,7 @@ vit_case("vit_mixed_msa_sima", ["msa", "sima"], "l1", C=16, depth=2, mlp_ratio=2
 # XCiT: P8 at 32 px is a 4x4 grid (16 tokens, D = 16: kv-first); P16 a 2x2 grid (qk-first).
 xcit_case("xcit_xca_lpi", "xca", lpi=True, cls_layers=2)
 xcit_case("xcit_xca_nolpi_p16", "xca", lpi=False, P=16)
-xcit_case("xcit_sima_l1_lpi", "sima", "l1", lpi=True)
+xcit_case("xcit_sima_l1_lpi", "sima", "l1", lpi=True, cls_layers=2)
 xcit_case("xcit_sima_l2_nolpi", "sima", "l2", lpi=False, act="relu")
 # SOFT at 64 px: grids 16, 8, 4, 2; M = 4 landmarks in each of stages 1-3.
 soft_case("soft", symmetric=False)

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""torch_bench.py — PyTorch side of bench/compare: the same models as `sfvit bench`, random
+data, timed training steps (forward, cross-entropy, backward, AdamW) and inference batches.
+
+Models come from tests/golden/models.py (written independently of sfvit from
+spec/MODELS.md, the state_dict names are the official ones) and bench/fmnist_torch.py, run
+in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the explicit
+-Y^T G Y^T backward (as bench/ops_torch.py and sfvit do), not the golden files' exact inverse.
+
+Usage: /usr/bin/python3 bench/torch_bench.py MODEL [--batch 8] [--steps 5] [--warmup 2]
+       [--threads 2] [--no-infer]
+MODEL: fmnist_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny.
+Prints, like `sfvit bench`: train_img_per_s X, infer_img_per_s Y, and
+train_peak_rss_mib Z (process peak resident set after the training steps) with
+base_rss_mib W (resident set once torch and the data are loaded, before the model).
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "golden"))
+sys.path.insert(0, HERE)
+import models as golden  # noqa: E402  (sets float64 as default dtype: reset below)
+import fmnist_torch  # noqa: E402
+
+torch.set_default_dtype(torch.float32)
+
+
+class NRInverse(torch.autograd.Function):
+    """SOFT master code: P = A + 0.01 I, alpha = 0.9 * 2 / (max row sum)^2, 20 iterations."""
+
+    @staticmethod
+    def forward(ctx, a, iters):
+        M = a.shape[-1]
+        p = a + 0.01 * torch.eye(M, dtype=a.dtype)
+        alpha = 0.9 * 2.0 / a.sum(-1).max(-1).values ** 2
+        v = alpha[..., None, None] * p
+        for _ in range(iters):
+            v = 2 * v - v @ (p @ v)
+        ctx.save_for_backward(v)
+        return v
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        yt = y.transpose(-1, -2)
+        return -(yt @ g @ yt), None
+
+
+golden.newton_inverse = lambda a, iters: NRInverse.apply(a, iters)
+
+
+def build(name):
+    """(model, image size, channels, classes)."""
+    if name == "fmnist_sima":  # train/configs/fmnist_sima.yaml
+        return fmnist_torch.ViT(img=28, patch=4, chans=1, classes=10, dim=128, depth=4, heads=4, mlp_ratio=2,
+                                kind="sima"), 28, 1, 10
+    if name in ("deit_small_sima", "deit_small_msa"):
+        kind = name.rsplit("_", 1)[1]
+        return golden.VisionTransformer(224, 16, 3, 1000, 384, 12, 6, 4.0, [kind] * 12, "l1", "gelu"), 224, 3, 1000
+    if name == "xcit_small_12_p16_sima":
+        return golden.XCiT(224, 16, 3, 1000, 384, 12, 8, 4.0, "sima", "l1", True, "gelu", 2), 224, 3, 1000
+    if name == "soft_tiny":
+        return golden.SOFT(224, 3, 1000, (64, 128, 320, 512), (1, 2, 3, 2), (2, 4, 10, 16), False, 20, 4.0,
+                           "gelu"), 224, 3, 1000
+    raise SystemExit(f"torch_bench: unknown model {name}")
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def rss_mib(field="VmRSS"):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("SFVIT_THREADS", "2")))
+    ap.add_argument("--no-infer", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    base = rss_mib()
+    model, S, Ch, K = build(a.model)
+    x = torch.randn(a.batch, Ch, S, S)
+    y = torch.randint(0, K, (a.batch,))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.05)
+    model.train()
+    times = []
+    for s in range(-a.warmup, a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if s >= 0:
+            times.append(time.perf_counter() - t0)
+    peak = rss_mib("VmHWM")
+    train = median(times)
+    infer = float("nan")
+    if not a.no_infer:
+        model.eval()
+        times = []
+        with torch.no_grad():
+            for s in range(-a.warmup, a.steps):
+                t0 = time.perf_counter()
+                model(x)
+                if s >= 0:
+                    times.append(time.perf_counter() - t0)
+        infer = median(times)
+    print(f"torch {torch.__version__} {a.model} batch {a.batch} threads {torch.get_num_threads()} "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(f"train_img_per_s {a.batch / train:.2f}")
+    print(f"infer_img_per_s {a.batch / infer:.2f}")
+    print(f"train_peak_rss_mib {peak:.1f}")
+    print(f"base_rss_mib {base:.1f}")
+
+
+if __name__ == "__main__":
+    main()
