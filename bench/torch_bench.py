@@ -3,7 +3,7 @@
 data, timed training steps (forward, cross-entropy, backward, AdamW) and inference batches.
 
 Models come from tests/golden/models.py (written independently of sfvit from
-spec/MODELS.md, the state_dict names are the official ones) and bench/fmnist_torch.py, run
+docs/models.md, the state_dict names are the official ones) and bench/fmnist_torch.py, run
 in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the explicit
 -Y^T G Y^T backward (as bench/ops_torch.py and sfvit do), not the golden files' exact inverse.
 

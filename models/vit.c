@@ -2,7 +2,8 @@
  * with a per-block choice of token mixing: softmax MSA or SimA (spec 2).
  *
  * Forward: conv P×P stride P → tokens → [cls; x] + pos_embed → L pre-norm blocks
- * (x += DropPath(attn(LN1 x)); x += DropPath(mlp(LN2 x))) → LN → token 0 → head.
+ * (x += DropPath(attn(LN1 x)); x += DropPath(mlp(LN2 x))) → LN → token 0 (or, with
+ * global_pool avg, the mean of the patch tokens) → head.
  * Drop path of block i is p·i/(L−1) (linear over depth).
  *
  * Deliberately not here: XCA in a ViT block (XCA belongs to XCiT, whose blocks also carry
@@ -98,8 +99,12 @@ sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         x = mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
     }
     x = mdl_ln_fwd(g, &v->norm, x);
-    sf_tensor *cls = sf_reshape(g, sf_slice_tokens(g, x, 0, 1), 2, (int[]){B, C});  // (B, C)
-    return mdl_linear_fwd(g, &v->head, cls);                                        // (B, K)
+    sf_tensor *pooled;                                                              // (B, C)
+    if (c->global_pool == SF_POOL_AVG) /* mean of the patch tokens, cls excluded (timm 'avg') */
+        pooled = sf_mean_tokens(g, sf_slice_tokens(g, x, 1, x->shape[1] - 1));
+    else
+        pooled = sf_reshape(g, sf_slice_tokens(g, x, 0, 1), 2, (int[]){B, C});
+    return mdl_linear_fwd(g, &v->head, pooled);                                     // (B, K)
 }
 
 /* ---- checkpoint helper: bicubic resize of pos_embed (deit main.py --finetune) ---- */

@@ -57,6 +57,7 @@ static const char *const attn_kinds[] = {"msa", "xca", "sima", "soft", NULL};
 static const char *const attn_norms[] = {"l1", "l2", "none", "symmetric", NULL};
 static const char *const sima_orders[] = {"auto", "qk_first", "kv_first", NULL};
 static const char *const acts[] = {"gelu", "relu", NULL};
+static const char *const pools[] = {"token", "avg", NULL};
 static const char *const nr_inits[] = {"master", "paper", NULL};
 static const char *const interps[] = {"bilinear", "bicubic", "random", NULL};
 static const char *const decay_masks[] = {"sfvit", "official", NULL};
@@ -98,6 +99,7 @@ static const key_def keys[] = {
     {"model.block_attn", K_ENUM_LIST, OFF(model.block_attn), SF_MAX_BLOCKS, L_COUNTED, OFF(model.n_block_attn),
      0, 0, attn_kinds, "per-block attention kinds ([] = model.attn everywhere)"},
     {"model.act", K_ENUM, OFF(model.act), 0, 0, 0, 0, 0, acts, "MLP activation"},
+    {"model.global_pool", K_ENUM, OFF(model.global_pool), 0, 0, 0, 0, 0, pools, "ViT classifier input: cls token or mean of patch tokens"},
     {"model.lpi", K_BOOL, OFF(model.lpi), 0, 0, 0, 0, 1, NULL, "XCiT local patch interaction"},
     {"model.layer_scale_init", K_FLOAT, OFF(model.layer_scale_init), 0, 0, 0, 0, 100, NULL, "XCiT layer-scale eta"},
     {"model.cls_attn_layers", K_INT, OFF(model.cls_attn_layers), 0, 0, 0, 0, 64, NULL, "XCiT class-attention layers"},

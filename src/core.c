@@ -1,6 +1,7 @@
 /* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
  * Deliberately no global state beyond the thread count. */
 #include "sfvit/core.h"
+#include "ops_internal.h" /* sf_gemm_split_enabled */
 
 #include <math.h>
 #include <stdarg.h>
@@ -188,7 +189,9 @@ int sf_threads_init(int n) {
         n = cores > 0 ? (int)cores : 1;
     }
     g_threads = n;
-    openblas_set_num_threads(n);
+    /* Large products split over the OpenMP team themselves (src/ops/gemm.c); OpenBLAS then
+     * runs single-threaded so that only one pool of threads shares the cores. */
+    openblas_set_num_threads(sf_gemm_split_enabled() ? 1 : n);
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif

@@ -3,7 +3,7 @@
  *
  * A check builds an op graph from leaf inputs, projects the output onto a fixed random
  * tensor R (L = sum(out * R), accumulated in double), and compares every input's analytic
- * gradient from the tape with (L(x+h) - L(x-h)) / 2h. The error is the spec's metric:
+ * gradient from the tape with (L(x+h) - L(x-h)) / 2h. The error is the reference metric:
  * max |analytic - numeric| / max |numeric| over an input. Randomness inside ops (dropout
  * masks) is replayed by restoring the context's RNG before each forward.
  */

@@ -1,7 +1,7 @@
 /* test_models.c — the model builders: parameter counts and MACs of every named model against
- * the spec's computed figures (spec 1.2–1.5, 6: params exact, MACs within 0.1%), exp()/GELU
+ * the reference computed figures (the model reference, 6: params exact, MACs within 0.1%), exp()/GELU
  * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
- * against the spec tables, forward+backward of tiny configs of every family × attention kind
+ * against the reference tables, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
  * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, and the pos_embed resize.
  *
@@ -15,11 +15,11 @@
 #include "gradcheck.h"
 #include "sfvit/model.h"
 
-/* ---- figures (spec section 6 and 1.5) ---- */
+/* ---- figures ---- */
 typedef struct figure {
     const char *name;
     size_t params;
-    double gmacs;         // rounded to 3 decimals in the spec
+    double gmacs;         // rounded to 3 decimals in the reference table
     const char *softmax;  // exp() counters and GELU evaluations as `sfvit info` prints them
     const char *kernel;
     const char *erf, *tanh_;
@@ -58,7 +58,7 @@ static int contains(const char *text, const char *a, const char *b) {
 
 static void check_macs(const char *what, const sf_model_cfg *c, double gmacs) {
     double got = sf_model_macs(c) / 1e9;
-    CHECK(fabs(got - gmacs) <= 1e-3 * gmacs, "%s: %.4f GMACs, spec %.3f", what, got, gmacs);
+    CHECK(fabs(got - gmacs) <= 1e-3 * gmacs, "%s: %.4f GMACs, expected %.3f", what, got, gmacs);
 }
 
 static void test_figures(void) {
@@ -67,7 +67,7 @@ static void test_figures(void) {
         sf_model_cfg c;
         CHECK(sf_model_defaults(&c, f->name) == 0, "%s has defaults", f->name);
         size_t p = sf_model_param_count(&c);
-        CHECK(p == f->params, "%s: %zu params, spec %zu", f->name, p, f->params);
+        CHECK(p == f->params, "%s: %zu params, expected %zu", f->name, p, f->params);
         check_macs(f->name, &c, f->gmacs);
         char *t = info_text(&c);
         CHECK(contains(t, "softmax ", f->softmax), "%s: softmax exp %s not in info", f->name, f->softmax);
@@ -76,11 +76,11 @@ static void test_figures(void) {
         CHECK(contains(t, "tanh ", f->tanh_), "%s: GELU tanh %s not in info", f->name, f->tanh_);
         if (f->nr) CHECK(contains(t, "Newton-Raphson ", "") && strstr(t, f->nr), "%s: NR %s", f->name, f->nr);
         free(t);
-        printf("  %-18s params %10zu  GMACs %.3f  (spec %.3f)\n", f->name, p, sf_model_macs(&c) / 1e9, f->gmacs);
+        printf("  %-18s params %10zu  GMACs %.3f  (expected %.3f)\n", f->name, p, sf_model_macs(&c) / 1e9, f->gmacs);
     }
 }
 
-/* SimA variants (spec 1.5 and 6): XCiT minus L·H temperatures; DeiT-S orders. */
+/* SimA variants: XCiT minus L·H temperatures; DeiT-S orders. */
 static void test_sima_variants(void) {
     static const struct { const char *name; size_t params; } xs[] = {
         {"xcit_tiny_12_p16", 6716224}, {"xcit_small_12_p16", 26253208},
@@ -89,7 +89,7 @@ static void test_sima_variants(void) {
     for (int i = 0; i < 4; i++) {
         sf_model_defaults(&c, xs[i].name);
         c.attn = SF_ATTN_SIMA;
-        CHECK(sf_model_param_count(&c) == xs[i].params, "%s sima: %zu params, spec %zu", xs[i].name,
+        CHECK(sf_model_param_count(&c) == xs[i].params, "%s sima: %zu params, expected %zu", xs[i].name,
               sf_model_param_count(&c), xs[i].params);
     }
     sf_model_defaults(&c, "xcit_small_12_p16");
@@ -124,7 +124,7 @@ static void test_sima_variants(void) {
     CHECK(sf_model_param_count(&c) == 13069056, "soft_tiny symmetric params");
 }
 
-/* Custom ViT: the spec 1.2 formula with hidden = mlp_ratio·C. */
+/* Custom ViT: the the model reference formula with hidden = mlp_ratio·C. */
 static void test_custom_vit(void) {
     sf_model_cfg c;
     CHECK(sf_model_defaults(&c, "vit") == 0, "vit defaults");
@@ -155,7 +155,7 @@ static void test_custom_vit(void) {
     CHECK(n >= 12, "%d names", n);
 }
 
-/* Per-part params of xcit_small_12_p16 (spec 6). */
+/* Per-part params of xcit_small_12_p16. */
 static size_t part_params(const char *text, const char *part) {
     char key[64];
     snprintf(key, sizeof key, "\n  %s ", part);
@@ -179,7 +179,7 @@ static void test_parts(void) {
         {"cls_token", 384}, {"patch_embed", 873648}, {"pos_embeder", 24960},
         {"blocks", 21418080}, {"cls_attn_blocks", 3550464}, {"norm", 768}, {"head", 385000}};
     for (int i = 0; i < 7; i++)
-        CHECK(part_params(t, want[i].part) == want[i].n, "xcit_small part %s: %zu, spec %zu", want[i].part,
+        CHECK(part_params(t, want[i].part) == want[i].n, "xcit_small part %s: %zu, expected %zu", want[i].part,
               part_params(t, want[i].part), want[i].n);
     free(t);
 }

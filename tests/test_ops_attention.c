@@ -36,7 +36,7 @@ static void leaf_zero_grad(sf_tensor *t) {
     t->grad = calloc(t->numel, sizeof(float));
 }
 
-/* max |a - b| / max |b| (the spec's metric). */
+/* max |a - b| / max |b| (the reference metric). */
 static double rel_err(const float *a, const float *b, size_t n) {
     double md = 0, mb = 0;
     for (size_t i = 0; i < n; i++) {

@@ -238,7 +238,7 @@ static void test_nr_pinv(void) {
     kernel_matrices(A->data, count, M, D, 0.45f, &r);
 
     /* The paper initialization halves alpha 10 times for these matrices (their A² is not
-     * diagonally dominant), so it needs more iterations than the master one (spec 4.2). */
+     * diagonally dominant), so it needs more iterations than the master one. */
     soft_args master = {1.0f, 20, SF_NR_MASTER}, paper = {1.0f, 30, SF_NR_PAPER};
     sf_ctx g;
     sf_ctx_init(&g, 1 << 20);

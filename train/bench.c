@@ -12,6 +12,7 @@
 
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
+#include "ops_internal.h" /* sf_gemm */
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
 static double proc_status_mib(const char *field) {
@@ -39,7 +40,8 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* GFLOP/s of cblas_sgemm on an (M x K) * (K x N) product, median of a few runs. */
+/* GFLOP/s of sgemm (through sf_gemm, threaded as the engine threads it) on an (M x K) * (K x N)
+ * product, median of a few runs. */
 static double sgemm_gflops(int M, int N, int K) {
     float *a = sf_aligned_alloc((size_t)M * K * sizeof(float));
     float *b = sf_aligned_alloc((size_t)K * N * sizeof(float));
@@ -49,7 +51,7 @@ static double sgemm_gflops(int M, int N, int K) {
     double t[7];
     for (int r = 0; r < 8; r++) {
         double t0 = sf_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        sf_gemm(0, 1, M, N, K, 1.0f, a, b, 0.0f, c); /* the engine's entry: its threading */
         if (r > 0) t[r - 1] = sf_now() - t0;
     }
     free(a);
@@ -163,9 +165,9 @@ int sf_cmd_bench(int argc, char **argv) {
     printf("  %-22s %10.1f\n", "train step", train * 1e3);
     printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
     printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
-           infer_gflops);
+           infer ? infer_gflops : 0.0);
     printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
-           B * tokens, hidden, width, peak, 100 * train_gflops / peak, 100 * infer_gflops / peak);
+           B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
     printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
            arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
     sf_profile_report(stdout);

@@ -14,6 +14,7 @@ typedef enum sf_attn_norm {
     SF_NORM_SYMMETRIC                         /* soft (SOFT++); SOFT uses SF_NORM_NONE */
 } sf_attn_norm;
 typedef enum sf_act { SF_ACT_GELU = 0, SF_ACT_RELU } sf_act;
+typedef enum sf_global_pool { SF_POOL_TOKEN = 0, SF_POOL_AVG } sf_global_pool;
 
 #define SF_MAX_BLOCKS 64
 
@@ -41,6 +42,8 @@ typedef struct sf_model_cfg {
     int cls_attn_layers;      /* XCiT class-attention layers (2) */
     float drop_path_rate, drop_rate;
     char init_from[1024];     /* fine-tune from this checkpoint ("" = none) */
+    sf_global_pool global_pool; /* ViT classifier input: the cls token (DeiT) or the mean of the
+                                 patch tokens (timm global_pool='avg'); the cls token exists either way */
 } sf_model_cfg;
 
 /* Fills cfg with the defaults of a named model; returns -1 (and prints the known names)

@@ -52,6 +52,10 @@ float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate);
 void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              const float *B, float beta, float *C);
 
+/* 1 unless SFVIT_GEMM=openblas: large products split over the OpenMP team, OpenBLAS itself
+ * single-threaded (gemm.c). */
+int sf_gemm_split_enabled(void);
+
 /* Teeth for gradient checks: SFVIT_BREAK_BACKWARD=<op name> makes that op's backward
  * deliberately wrong (ops that support it check sf_break_backward("name")), so a user
  * can watch its gradient check fail. */

@@ -2,7 +2,7 @@
 """models.py — whole-model golden files for tests/test_golden_models.c and
 tests/test_golden_dump.sh, computed by independent PyTorch reference models.
 
-The reference models below are written from spec/MODELS.md (sections 1 and 2, math of
+The reference models below are written from docs/models.md (sections 1 and 2, math of
 section 3) with torch.nn; their state_dict keys are the official / sfvit parameter names,
 so one safetensors file loads into both. Families and attention kinds:
   - ViT/DeiT (timm 0.3 VisionTransformer): msa, sima (l1 / l2 / none), GELU or ReLU MLP;
@@ -82,7 +82,7 @@ def write_safetensors(path, tensors, metadata=None):
     os.replace(tmp, path)
 
 
-# ---- shared pieces (spec 1.1, 3.1-3.2) ----
+# ---- shared pieces ----
 def tok_normalize(x, kind, eps):
     """Normalize each channel over the tokens (dim -2): l1, l2 or none."""
     if kind == "l1":
@@ -122,14 +122,14 @@ def merge_heads(o):
 
 
 def sima_product(q, k, v):
-    """Q̂K̂ᵀV in the auto order: (Q̂K̂ᵀ)V when N < D, else Q̂(K̂ᵀV) (spec 2)."""
+    """Q̂K̂ᵀV in the auto order: (Q̂K̂ᵀ)V when N < D, else Q̂(K̂ᵀV)."""
     N, D = q.shape[-2], q.shape[-1]
     if N < D:
         return (q @ k.transpose(-2, -1)) @ v
     return q @ (k.transpose(-2, -1) @ v)
 
 
-# ---- ViT / DeiT (spec 1.2, 2) ----
+# ---- ViT / DeiT ----
 class VitAttention(nn.Module):
     def __init__(self, C, H, kind, norm):
         super().__init__()
@@ -170,8 +170,9 @@ class PatchEmbed(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    def __init__(self, img, P, in_chans, K, C, depth, H, mlp_ratio, kinds, norm, act):
+    def __init__(self, img, P, in_chans, K, C, depth, H, mlp_ratio, kinds, norm, act, pool="token"):
         super().__init__()
+        self.pool = pool
         n = (img // P) ** 2
         self.patch_embed = PatchEmbed(in_chans, C, P)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
@@ -185,10 +186,12 @@ class VisionTransformer(nn.Module):
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
         for b in self.blocks:
             x = b(x)
-        return self.head(self.norm(x)[:, 0])
+        x = self.norm(x)
+        # timm global_pool: 'token' = the cls token, 'avg' = mean of the patch tokens (cls excluded)
+        return self.head(x[:, 1:].mean(dim=1) if self.pool == "avg" else x[:, 0])
 
 
-# ---- XCiT (spec 1.3, 2) ----
+# ---- XCiT ----
 def conv_bn(cin, cout):
     return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout))
 
@@ -214,7 +217,7 @@ class ConvPatchEmbed(nn.Module):
 
 
 class PositionalEncodingFourier(nn.Module):
-    """Fourier features of the grid position (spec 1.3) -> 1x1 conv 64 -> C."""
+    """Fourier features of the grid position -> 1x1 conv 64 -> C."""
 
     def __init__(self, C, hidden=32, temperature=10000):
         super().__init__()
@@ -310,7 +313,7 @@ class XCABlock(nn.Module):
 
 
 class ClassAttention(nn.Module):
-    """Only the cls row attends; rows 1..N of the output are the input rows (spec 1.3)."""
+    """Only the cls row attends; rows 1..N of the output are the input rows."""
 
     def __init__(self, C, H, kind, norm):
         super().__init__()
@@ -373,7 +376,7 @@ class XCiT(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
-# ---- SOFT (spec 1.4, 3.7-3.11) ----
+# ---- SOFT ----
 NR_CHECKS = []  # worst relative distance of NR_20 to the exact inverse, per call
 
 
@@ -600,14 +603,16 @@ def case(name, family, build, model_yaml, img, in_chans=3, batch=2, classes=10):
 
 
 def vit_case(name, kinds, norm="l1", heads=2, act="gelu", in_chans=3, C=32, depth=2, P=8, img=32,
-             mlp_ratio=4.0, extra=""):
+             mlp_ratio=4.0, extra="", pool="token"):
     attn = kinds[0]
     y = (f"  name: \"\"\n  family: vit\n  img_size: {img}\n  in_chans: {in_chans}\n  num_classes: 10\n"
          f"  patch_size: {P}\n  embed_dim: {C}\n  depth: {depth}\n  num_heads: {heads}\n"
          f"  mlp_ratio: {mlp_ratio}\n  attn: {attn}\n  attn_norm: {norm}\n  act: {act}\n"
          f"  drop_path_rate: 0.0\n" + extra)
+    if pool != "token":
+        y += f"  global_pool: {pool}\n"
     case(name, "vit", lambda: VisionTransformer(img, P, in_chans, 10, C, depth, heads, mlp_ratio, kinds,
-                                                norm, act), y, img, in_chans)
+                                                norm, act, pool), y, img, in_chans)
 
 
 def xcit_case(name, kind, norm="l1", lpi=True, P=8, C=32, depth=1, heads=2, cls_layers=1, img=32,
@@ -647,6 +652,8 @@ xcit_case("xcit_sima_l2_nolpi", "sima", "l2", lpi=False, act="relu")
 # SOFT at 64 px: grids 16, 8, 4, 2; M = 4 landmarks in each of stages 1-3.
 soft_case("soft", symmetric=False)
 soft_case("softpp_symmetric", symmetric=True, in_chans=1)
+# Added last so the seeds of the cases above stay the same.
+vit_case("vit_sima_l1_avgpool_gray", ["sima", "sima"], "l1", in_chans=1, C=16, mlp_ratio=2.0, pool="avg")
 
 
 def run_case(c, seed):
