@@ -251,6 +251,7 @@ sf_tensor *sf_model_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         return soft_forward(g, m, images);
     }
     SF_ASSERT(0, "family %d", (int)c->family);
+    return NULL;
 }
 
 const sf_model_cfg *sf_model_config(const sf_model *m) { return &m->cfg; }

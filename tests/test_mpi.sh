@@ -11,7 +11,7 @@ set -uo pipefail
 SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
 FM=/usr/share/datasets/fashion-mnist
-if ! command -v mpirun > /dev/null || ! ldd "$SFVIT" | grep -q libmpi; then
+if ! command -v mpirun > /dev/null || ! ldd "$SFVIT" | grep libmpi > /dev/null; then  # grep -q would SIGPIPE ldd under pipefail
   echo "skipped: sfvit was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
   exit 77
 fi
@@ -34,7 +34,7 @@ export SFVIT_DUMP_GRAD=
 # (in plugins unloaded by then, so they cannot be suppressed by name): leak detection is off for
 # the MPI runs only. Address and undefined-behaviour errors still fail them, and the
 # single-process runs here (and tests/test_cli.sh) keep leak detection on for sfvit's code.
-if ldd "$SFVIT" | grep -q libasan; then
+if ldd "$SFVIT" | grep libasan > /dev/null; then
   MPIRUN=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "${MPIRUN[@]}")
 fi
 

@@ -226,7 +226,7 @@ static void test_foreign_file(void) {
 }
 
 static void test_hostile(void) {
-    unsigned char b[4096];
+    unsigned char b[4096] = {0};
     float z[16] = {0};
     size_t n;
 

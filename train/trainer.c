@@ -10,6 +10,7 @@
  * Run folder <train.out>/<train.name>/: config.yaml (resolved), log.jsonl, metrics.csv,
  * last.safetensors (every epoch, and every train.save_every_steps steps), best.safetensors.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -45,6 +46,25 @@ static void install_signal_handlers(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A file-size limit must surface as a failed checkpoint write (EFBIG, reported with the
+     * path), not as a silent kill in the middle of it. */
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+/* Temporary files of checkpoint writes that a kill interrupted ("<name>.tmp.<pid>"): only
+ * one trainer owns a run folder, so any found at start are stale. */
+static void remove_stale_temporaries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[SF_PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "last.safetensors.tmp.", 21) != 0 && strncmp(e->d_name, "best.safetensors.tmp.", 21) != 0)
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path && unlink(path) == 0)
+            printf("removed %s, left by an interrupted checkpoint write\n", path);
+    }
+    closedir(d);
 }
 
 /* ---- small file helpers ---- */
@@ -350,6 +370,8 @@ int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *r
         } else if (!(config_text = read_text_file(path_cfg))) {
             sf_error("cannot read back %s", path_cfg);
             folder_ok = 0;
+        } else {
+            remove_stale_temporaries(res->run_dir);
         }
     }
     if (!sf_dist_all_ok(folder_ok)) {
