@@ -1,20 +1,32 @@
 #!/usr/bin/python3
-"""The README's main job in PyTorch: the same SimA ViT (train/configs/fmnist_sima.yaml) with
-the same recipe, on the same Fashion-MNIST files, for a side-by-side accuracy and time.
+"""The README's main job in PyTorch: the same model and recipe as train/configs/fmnist_sima.yaml
+(XCiT -> SimA, width 96, 4 blocks, 3 heads, P = 8 on 32x32, batch 32, AdamW 2e-3, 3 epochs),
+or with --model vit the DeiT-layout SimA ViT of fmnist_vit_sima.yaml, on the same Fashion-MNIST
+files, for a side-by-side accuracy and time.
 
-Usage: /usr/bin/python3 bench/fmnist_torch.py [--epochs 5] [--threads 2] [--attn sima|msa]
+Usage: /usr/bin/python3 bench/fmnist_torch.py [--model xcit|vit] [--epochs 3] [--threads 2]
 Reads the IDX files of Debian's dataset-fashion-mnist directly (decoding is not what is
-compared). Prints one line per epoch and 'final val top-1 X%'.
+compared; images are resized 28 -> 32 bilinearly for the XCiT model, as sfvit's loader does).
+The XCiT model is the independent reference of tests/golden/models.py. Prints one line per
+epoch and 'final val top-1 X%'.
 """
 import argparse
 import gzip
 import math
 import time
 
+import os
+import sys
+
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
+import models as golden  # noqa: E402  (sets float64 as the default dtype: reset below)
+
+torch.set_default_dtype(torch.float32)
 
 FM = "/usr/share/datasets/fashion-mnist"
 
@@ -90,12 +102,46 @@ class ViT(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
+def fourier_float32(self, B, Hp, Wp):
+    """golden.PositionalEncodingFourier.forward in float32 (the reference builds float64)."""
+    ys = torch.arange(1, Hp + 1, dtype=torch.float32) / (Hp + 1e-6) * 2 * math.pi
+    xs = torch.arange(1, Wp + 1, dtype=torch.float32) / (Wp + 1e-6) * 2 * math.pi
+    k = torch.arange(self.hidden, dtype=torch.float32)
+    omega = self.temperature ** (2 * torch.div(k, 2, rounding_mode="floor") / self.hidden)
+
+    def enc(p):
+        a = p[:, None] / omega
+        return torch.where(k.long() % 2 == 0, torch.sin(a), torch.cos(a))
+
+    py = enc(ys)[:, None, :].expand(Hp, Wp, self.hidden)
+    px = enc(xs)[None, :, :].expand(Hp, Wp, self.hidden)
+    feat = torch.cat([py, px], dim=-1).permute(2, 0, 1)[None].expand(B, -1, -1, -1)
+    return self.token_projection(feat.contiguous())
+
+
+golden.PositionalEncodingFourier.forward = fourier_float32
+
+
+def xcit_sima():
+    """fmnist_sima.yaml's model with sfvit's init: Linear tn(0.02)/0, LN 1/0, gammas 1, convs default."""
+    model = golden.XCiT(32, 8, 1, 10, 96, 4, 3, 2.0, "sima", "l1", True, "gelu", 2)
+    for name, p in model.named_parameters():
+        if name == "cls_token":
+            nn.init.trunc_normal_(p, std=0.02)
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--model", default="xcit", choices=["xcit", "vit"])
+    ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--attn", default="sima")
     ap.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many steps (timing)")
     a = ap.parse_args()
@@ -107,13 +153,21 @@ def main():
     xva = (torch.from_numpy(read_idx(f"{FM}/t10k-images-idx3-ubyte.gz").copy()).float() / 255 - mean) / std
     yva = torch.from_numpy(read_idx(f"{FM}/t10k-labels-idx1-ubyte.gz").copy())
     xtr, xva = xtr.unsqueeze(1), xva.unsqueeze(1)
-    model = ViT(kind=a.attn)
-    decay = [p for n, p in model.named_parameters() if p.ndim > 1 and n not in ("cls_token", "pos_embed")]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and n not in ("cls_token", "pos_embed"))]
+    if a.model == "xcit":  # 28 -> 32 as sfvit's loader (bilinear, half-pixel centres)
+        xtr = F.interpolate(xtr, size=32, mode="bilinear", align_corners=False)
+        xva = F.interpolate(xva, size=32, mode="bilinear", align_corners=False)
+        model = xcit_sima()
+    else:
+        model = ViT(dim=96, depth=6, heads=3, kind=a.attn)
+    # sfvit's decay mask: no decay for biases, norms, tokens, pos-embeds, layer scales, temperatures
+    def decays(n, p):
+        return p.ndim > 1 and n not in ("cls_token", "pos_embed") and not n.endswith("temperature")
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    no_decay = [p for n, p in model.named_parameters() if not decays(n, p)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     steps = len(xtr) // a.batch
-    warmup, warmup_lr, min_lr = 0.5, 1e-5, 1e-5
+    warmup, warmup_lr, min_lr = 0.25, 1e-5, 1e-5
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, params "
           f"{sum(p.numel() for p in model.parameters())}, {steps} steps/epoch", flush=True)
     t_start = time.time()
@@ -133,8 +187,6 @@ def main():
                 gr["lr"] = lr
             idx = perm[s * a.batch:(s + 1) * a.batch]
             x = xtr[idx]
-            flip = torch.rand(len(idx)) < 0.5
-            x[flip] = x[flip].flip(-1)
             loss = F.cross_entropy(model(x), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

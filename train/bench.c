@@ -6,7 +6,6 @@
  * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
  * VmHWM, read before any inference batch) next to the resident set before the model was built
  * (`base_rss_mib`). `--no-infer` skips the inference batches. */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
