@@ -1,5 +1,5 @@
-/* common.c — modules shared by every family: parameter registration with the spec's names,
- * init schemes and weight-decay flags (spec 1.1, 5); Linear, LayerNorm, BatchNorm, Conv and
+/* common.c — modules shared by every family: parameter registration with the reference names,
+ * init schemes and weight-decay flags; Linear, LayerNorm, BatchNorm, Conv and
  * Mlp forwards; the token-mixing attention of ViT/XCiT blocks (msa, sima, xca), and the
  * SimA token-norm record used by `sfvit viz`.
  *

@@ -1,11 +1,11 @@
 /* info.c — `sfvit info`: the table of blocks with per-image input/output shapes, parameters,
- * MACs (spec 6 conventions: Linear/Conv/matmul multiply-accumulates only), exp() and GELU
+ * MACs (docs/models.md conventions: Linear/Conv/matmul multiply-accumulates only), exp() and GELU
  * counts, per-part sums and totals, and the SimA order each SimA block resolves to.
  *
  * Parameters are counted by registering the model on a throwaway parameter store (names and
- * shapes exactly as the real build, no allocation); MACs and counters come from the spec's
+ * shapes exactly as the real build, no allocation); MACs and counters come from the reference
  * formulas evaluated on the config. SOFT's Newton–Raphson MACs (T·2M³·H per layer) are kept
- * apart from the total, as the spec's table reports them.
+ * apart from the total, as the reference table reports them.
  *
  * Deliberately not here: measured timings (sfvit bench), backward costs.
  *

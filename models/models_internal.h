@@ -1,5 +1,5 @@
 /* models_internal.h — pieces shared by the model builders (the .c files of models/): parameter
- * registration with the spec's names, init schemes and both weight-decay masks; the
+ * registration with the reference names, init schemes and both weight-decay masks; the
  * module structs (Linear, LayerNorm, BatchNorm, Conv, Mlp, attention) and their forwards;
  * the per-family build/forward entry points used by registry.c. Not a public header.
  *
@@ -43,7 +43,7 @@ struct sf_model {
 };
 
 /* ---- registration (common.c) ---- */
-/* Registers "<prefix><name>" with the spec's flags: trainable unless `flags_extra` says
+/* Registers "<prefix><name>" with the reference flags: trainable unless `flags_extra` says
  * otherwise; SF_PARAM_DECAY when `decay` (sfvit mask: only Linear/Conv weights);
  * SF_PARAM_DECAY_OFFICIAL by timm's rule (ndim > 1, not *.bias, not in the family's
  * no_weight_decay set). */
@@ -71,7 +71,7 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x);
 /* x (B, N, C) -> (B, N, C). */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x);
-/* Normalization of q or k over tokens for SimA (spec section 2). */
+/* Normalization of q or k over tokens for SimA. */
 sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps);
 /* (B, C, h, w) <-> (B, h*w, C). */
 sf_tensor *mdl_tokens_from_image(sf_ctx *g, sf_tensor *x);

@@ -1,4 +1,4 @@
-/* registry.c — model names and their defaults (spec 1.2–1.4, recipes of spec 5), config
+/* registry.c — model names and their defaults (docs/models.md), config
  * checks, and the public model API: build, init, forward, free, SimA order switch and the
  * SimA token-norm record.
  *

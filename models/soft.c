@@ -1,16 +1,16 @@
-/* soft.c — SOFT / SOFT++ pyramids (fudan-zvg/SOFT master, spec 1.4): conv-BN-ReLU stem and
+/* soft.c — SOFT / SOFT++ pyramids (fudan-zvg/SOFT master): conv-BN-ReLU stem and
  * downsamplings, learned positional embeddings (bilinearly resized when the input grid
  * differs from the one they were built for), softmax-free layers in stages 1–3 and softmax
  * attention with a cls token in stage 4.
  *
  * SOFT layer (post-norm): h = LN1(x + Drop(mha(x))); out = LN2(h + Drop(ff2(GELU_tanh(ff1 h)))),
- * Drop = element dropout at the layer's drop-path rate (official). mha per head (spec 3.11):
+ * Drop = element dropout at the layer's drop-path rate (official). mha per head:
  * Q = W_q x, V = W_v x, K = Q; Q ← Q/D^¼; landmarks L = GELU(LN(conv_r(Q as (D, Hs, Ws))));
  * K1 = exp(−‖q_i − l_j‖²/2), K2 = exp(−‖l_i − l_j‖²/2); Z = NR(K2) (SOFT) or
  * D^−½ NR(K2) D^−½ (SOFT++); core = (K1 Z)(K1ᵀ V) + Vconv(V); heads merged; `ff`.
  *
  * Deliberately not here: the `ratio == 1` softmax-free path (dead in the official code; stage
- * 4 is softmax attention), SOFT-Huge's extra registry name beyond the spec table entry, the
+ * 4 is softmax attention), SOFT-Huge's extra registry name beyond the reference table entry, the
  * paper's avg-pool/random landmark variants.
  *
  * Dimension legend: B batch, n tokens of a stage, C channels, H heads, D head dim,

@@ -1,5 +1,5 @@
-/* vit.c — DeiT / ViT (timm 0.3 VisionTransformer as used by facebookresearch/deit, spec 1.2)
- * with a per-block choice of token mixing: softmax MSA or SimA (spec 2).
+/* vit.c — DeiT / ViT (timm 0.3 VisionTransformer as used by facebookresearch/deit)
+ * with a per-block choice of token mixing: softmax MSA or SimA.
  *
  * Forward: conv P×P stride P → tokens → [cls; x] + pos_embed → L pre-norm blocks
  * (x += DropPath(attn(LN1 x)); x += DropPath(mlp(LN2 x))) → LN → token 0 (or, with

@@ -1,5 +1,5 @@
-/* xcit.c — XCiT (facebookresearch/xcit `xcit.py`, spec 1.3) and its SimA variant (UCDvision
- * sima.py, spec 2): conv patch embedding, Fourier positional encoding, XCA or SimA blocks with
+/* xcit.c — XCiT (facebookresearch/xcit `xcit.py`) and its SimA variant (UCDvision
+ * sima.py): conv patch embedding, Fourier positional encoding, XCA or SimA blocks with
  * LPI and layer scale, class-attention layers with the official semantics, head.
  *
  * Block: x += DropPath(γ1 ⊙ attn(LN1 x)); x += DropPath(γ3 ⊙ LPI(LN3 x));
@@ -9,7 +9,7 @@
  *
  * Deliberately not here: the distillation (x, x) return, tokens_norm=false (nano only),
  * patch sizes other than 8 and 16. `act` (relu) replaces only the MLP GELUs; the patch-embed
- * and LPI GELUs stay (spec 2: the ablation is about the MLP activation).
+ * and LPI GELUs stay (the ablation is about the MLP activation).
  *
  * Dimension legend: B batch, N patch tokens, C channels, H heads, D head dim.
  */
@@ -164,7 +164,7 @@ static sf_tensor *first_row(sf_ctx *g, sf_tensor *x) {
     return sf_reshape(g, sf_slice_tokens(g, r, 0, 1), 4, (int[]){B, H, 1, D});
 }
 
-/* Class attention (spec 1.3, 2): only the cls row is computed; softmax (xca models) or SimA
+/* Class attention: only the cls row is computed; softmax (xca models) or SimA
  * (sima models: q̂, k̂ normalized over all N+1 tokens with eps 1e-6, weight q̂₀·k̂_j). */
 static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a, sf_tensor *x) {
     const int N1 = x->shape[1], H = c->num_heads, D = c->embed_dim / H;

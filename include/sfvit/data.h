@@ -113,7 +113,7 @@ void sf_transform_eval(const sf_image *img, int size, float crop_pct, int interp
 void sf_transform_train(const sf_image *img, int size, const sf_aug_cfg *aug,
                         const sf_randaug *ra, sf_rng *r, float *out);
 /* Batch mixup/cutmix in place (timm mode 'batch', partner = batch reversed) and the soft
- * targets (B, K) with smoothing folded in (MODELS.md 3.16). Returns lambda (after the cutmix
+ * targets (B, K) with smoothing folded in (docs/models.md). Returns lambda (after the cutmix
  * box correction); *cutmix tells which was used (may be NULL). */
 float sf_mixup_batch(float *images, int B, int C, int H, int W, const int *labels, int K,
                      const sf_aug_cfg *aug, sf_rng *r, float *soft, int *cutmix);

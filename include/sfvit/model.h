@@ -1,6 +1,6 @@
 /* model.h — model configuration, builders and the forward pass for every family:
  * DeiT/ViT, XCiT, SOFT pyramids (models/), with attention kinds msa, xca, sima, soft.
- * Parameter names are the official/timm state_dict keys (spec/MODELS.md).
+ * Parameter names are the official/timm state_dict keys (docs/models.md).
  */
 #ifndef SFVIT_MODEL_H
 #define SFVIT_MODEL_H
@@ -54,7 +54,7 @@ extern const char *const sf_model_names[];
 
 typedef struct sf_model sf_model;
 
-/* Registers every parameter in ps (names and shapes from the spec). Call
+/* Registers every parameter in ps (names and shapes as docs/models.md lists them). Call
  * sf_params_alloc() and sf_model_init() afterwards. Returns NULL and prints why on a
  * config the family cannot build. */
 sf_model *sf_model_build(const sf_model_cfg *cfg, sf_params *ps);

@@ -1,4 +1,4 @@
-/* loss.c — mean cross-entropy over the batch (spec 3.16), with hard labels and label
+/* loss.c — mean cross-entropy over the batch, with hard labels and label
  * smoothing, or with soft target rows (mixup / cutmix, smoothing already folded in).
  *
  * Both forms reduce to one: a target row t_b (hard labels: t = (1 - eps) onehot + eps/K),

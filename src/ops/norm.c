@@ -24,7 +24,7 @@ static int omp_get_max_threads(void) { return 1; }
 static int omp_get_thread_num(void) { return 0; }
 #endif
 
-/* ---- LayerNorm (spec 3.12; docs/math/soft_conv_norm.md#layernorm) ---- */
+/* ---- LayerNorm ( docs/math/soft_conv_norm.md#layernorm) ---- */
 
 typedef struct layernorm_saved {
     float *mean;  // (rows) μ per row
@@ -141,7 +141,7 @@ void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
             }
 }
 
-/* ---- BatchNorm2d (spec 3.13; docs/math/soft_conv_norm.md#batchnorm) ---- */
+/* ---- BatchNorm2d ( docs/math/soft_conv_norm.md#batchnorm) ---- */
 
 typedef struct batchnorm_saved {
     float *mean;  // (C) the μ used: batch (train) or running (eval)

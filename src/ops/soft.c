@@ -4,8 +4,8 @@
  *
  * Deliberately not here: the attention core that chains these (K1 Z K1ᵀ V + Vconv V) lives in
  * the model code as a composition of ops; the NeurIPS-code "whole batch" alpha with the 1.01
- * halving test is not offered (the spec recommends the master-code variant, section 3.8);
- * no backward through the iterations (the explicit −YᵀGYᵀ replaces it, spec 3.9).
+ * halving test is not offered (the reference recommends the master-code variant, section 3.8);
+ * no backward through the iterations (the explicit −YᵀGYᵀ replaces it).
  *
  * Dimension legend: B batch, H heads, n tokens, D head dim, M landmarks. "bh" indexes the
  * flattened leading dims (B·H matrices).
@@ -29,7 +29,7 @@ static int same_lead(const sf_tensor *a, const sf_tensor *b) {
     return 1;
 }
 
-/* ---- Gaussian kernel (spec 3.7; docs/math/soft_conv_norm.md#gaussian-kernel) ---- */
+/* ---- Gaussian kernel ( docs/math/soft_conv_norm.md#gaussian-kernel) ---- */
 
 sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c) {
     char bq[64], bl[64];
@@ -77,7 +77,7 @@ sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c) {
 
 /* In the forward pass this was: S_ij = exp(−(‖q_i‖² + ‖l_j‖² − 2 q_i·l_j) / (2c)).
  * With W = G ⊙ S: dQ = (W·L − diag(rowsum W)·Q)/c, dL = (Wᵀ·Q − diag(colsum W)·L)/c.
- * For K2 (l == q) both land in the same gradient buffer, which is the sum the spec gives. */
+ * For K2 (l == q) both land in the same gradient buffer, which is the sum the reference gives. */
 void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *q = node->in[0], *l = node->in[1], *out = node->out;
     const int nd = q->ndim, n = q->shape[nd - 2], D = q->shape[nd - 1], M = l->shape[nd - 2];
@@ -117,7 +117,7 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
     }
 }
 
-/* ---- Newton–Raphson pseudo-inverse (spec 3.8, 3.9; docs/math/soft_conv_norm.md#newton-schulz) ---- */
+/* ---- Newton–Raphson pseudo-inverse (the model reference, 3.9; docs/math/soft_conv_norm.md#newton-schulz) ---- */
 
 /* Worst relative residual of the last forward NR call. A plain static: per process, and not
  * thread-safe (two contexts running NR at once in different threads overwrite each other). */
@@ -168,8 +168,8 @@ static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init,
         /* Paper text: smallest n >= 0 with ‖I − alpha A²‖₁ <= 1, alpha = 2·0.5ⁿ/‖A‖₁². For small
          * alpha the test reduces to column diagonal dominance of A², independent of alpha, so
          * for a kernel matrix that is not diagonally dominant it never passes: halvings stop at
-         * 10, the published code's cap (spec 3.8). That is why this variant needs more
-         * iterations than the master one (spec 4.2). */
+         * 10, the published code's cap. That is why this variant needs more
+         * iterations than the master one. */
         float n1 = norm1(A, M);
         SF_ASSERT(n1 > 0, "nr_pinv: zero matrix");
         alpha = 2.0f / (n1 * n1);
@@ -242,7 +242,7 @@ static void inv_backward(float *dA, const float *Y, const float *G, float *T, in
 }
 
 /* In the forward pass this was: Y = NR_T(P) ≈ P⁻¹ with P = A + 0.01 I (or A).
- * Treating Y as the exact inverse: dY = −Y dP Y, so dL/dA = dL/dP = −Yᵀ G Yᵀ (spec 3.9). No
+ * Treating Y as the exact inverse: dY = −Y dP Y, so dL/dA = dL/dP = −Yᵀ G Yᵀ. No
  * backward through the iterations: the formula is only as good as Y (see the residual). */
 void sf_nr_pinv_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *a = node->in[0], *out = node->out;
@@ -256,7 +256,7 @@ void sf_nr_pinv_backward(sf_ctx *g, sf_node *node) {
         inv_backward(da + b * MM, out->data + b * MM, out->grad + b * MM, T, M, broken);
 }
 
-/* ---- SOFT++ symmetric normalization (spec 3.10; docs/math/soft_conv_norm.md#soft-symnorm) ---- */
+/* ---- SOFT++ symmetric normalization ( docs/math/soft_conv_norm.md#soft-symnorm) ---- */
 
 typedef struct symnorm_saved {
     float *Y;  // (B, H, M, M) NR(A)
