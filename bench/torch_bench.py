@@ -9,7 +9,7 @@ in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the 
 
 Usage: /usr/bin/python3 bench/torch_bench.py MODEL [--batch 8] [--steps 5] [--warmup 2]
        [--threads 2] [--no-infer]
-MODEL: fmnist_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny.
+MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny.
 Prints, like `sfvit bench`: train_img_per_s X, infer_img_per_s Y, and
 train_peak_rss_mib Z (process peak resident set after the training steps) with
 base_rss_mib W (resident set once torch and the data are loaded, before the model).
@@ -78,8 +78,10 @@ golden.PositionalEncodingFourier.forward = _fourier_float32
 
 def build(name):
     """(model, image size, channels, classes)."""
-    if name == "fmnist_sima":  # train/configs/fmnist_sima.yaml
-        return fmnist_torch.ViT(img=28, patch=4, chans=1, classes=10, dim=128, depth=4, heads=4, mlp_ratio=2,
+    if name == "fmnist_sima":  # train/configs/fmnist_sima.yaml: XCiT -> SimA on 32x32 gray
+        return fmnist_torch.xcit_sima(), 32, 1, 10
+    if name == "fmnist_vit_sima":  # train/configs/fmnist_vit_sima.yaml
+        return fmnist_torch.ViT(img=28, patch=4, chans=1, classes=10, dim=96, depth=6, heads=3, mlp_ratio=2,
                                 kind="sima"), 28, 1, 10
     if name in ("deit_small_sima", "deit_small_msa"):
         kind = name.rsplit("_", 1)[1]
