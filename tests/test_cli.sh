@@ -10,21 +10,8 @@ FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-cli-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+source "$ROOT/tests/lib.sh"
 
-# A gzip'd IDX file holding the first N records of another (header count rewritten).
-idx_head() { # src.gz dst.gz N record_bytes magic_tail
-  local src=$1 dst=$2 n=$3 rec=$4 dims=$5
-  { printf "\x00\x00\x08$dims"
-    printf "\\x$(printf %02x $(( (n >> 24) & 255 )))\\x$(printf %02x $(( (n >> 16) & 255 )))\\x$(printf %02x $(( (n >> 8) & 255 )))\\x$(printf %02x $(( n & 255 )))"
-    if [ "$dims" = '\x03' ]; then printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'; hdr=16; else hdr=8; fi
-    zcat "$src" | tail -c +$((hdr + 1)) | head -c $((n * rec))
-  } | gzip -1 > "$dst"
-}
 
 if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
   echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
@@ -77,9 +64,6 @@ losses runs/full/log.jsonl > full.txt
 losses runs/part/log.jsonl > part.txt
 check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < part.txt)"
 check "resume: losses equal step for step" cmp -s full.txt part.txt
-# The tensor bytes of a safetensors file (after the 8-byte length and the JSON header, whose
-# metadata names the run and so differs).
-tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1" | md5sum; }
 check "resume: final weights and moments bit-identical" test "$(tensor_bytes runs/full/last.safetensors)" = "$(tensor_bytes runs/part/last.safetensors)"
 
 # ---- eval ----

@@ -15,23 +15,10 @@ FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-kill-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+source "$ROOT/tests/lib.sh"
 
 if [ "${SFVIT_SLOW_TESTS:-0}" = 1 ]; then KILLS=200 EPOCHS=40; else KILLS=24 EPOCHS=8; fi
 
-# A gzip'd IDX file holding the first N records of another (header count rewritten).
-idx_head() { # src.gz dst.gz N record_bytes dims
-  local src=$1 dst=$2 n=$3 rec=$4 dims=$5 hdr
-  { printf "\x00\x00\x08$dims"
-    printf "\\x$(printf %02x $(( (n >> 24) & 255 )))\\x$(printf %02x $(( (n >> 16) & 255 )))\\x$(printf %02x $(( (n >> 8) & 255 )))\\x$(printf %02x $(( n & 255 )))"
-    if [ "$dims" = '\x03' ]; then printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'; hdr=16; else hdr=8; fi
-    zcat "$src" | tail -c +$((hdr + 1)) | head -c $((n * rec))
-  } | gzip -1 > "$dst"
-}
 if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
   echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
 fi
@@ -46,7 +33,6 @@ BASE=$ROOT/train/configs/fmnist_tiny.yaml
 # 16 steps per epoch, a checkpoint after every step.
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=4 train.batch_size=32
         train.eval_batch_size=64 train.epochs=$EPOCHS train.save_every_steps=1)
-tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1" | md5sum; }
 now() { date +%s.%N; }
 
 # ---- the uninterrupted reference, and the timings the kill delays are drawn from ----

@@ -18,11 +18,7 @@ fi
 W=$(mktemp -d /tmp/sfvit-mpi-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+source "$ROOT/tests/lib.sh"
 
 # Two ranks on this machine over loopback TCP (no shared-memory transport, which containers
 # often restrict); root needs Open MPI's explicit consent.
@@ -39,14 +35,6 @@ if ldd "$SFVIT" | grep libasan > /dev/null; then
 fi
 
 # ---- a small real dataset: 512 train, 250 val (250 is not divisible by the batch or ranks) ----
-idx_head() { # src.gz dst.gz N record_bytes dims
-  local src=$1 dst=$2 n=$3 rec=$4 dims=$5
-  { printf "\x00\x00\x08$dims"
-    printf "\\x$(printf %02x $(( (n >> 24) & 255 )))\\x$(printf %02x $(( (n >> 16) & 255 )))\\x$(printf %02x $(( (n >> 8) & 255 )))\\x$(printf %02x $(( n & 255 )))"
-    if [ "$dims" = '\x03' ]; then printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'; hdr=16; else hdr=8; fi
-    zcat "$src" | tail -c +$((hdr + 1)) | head -c $((n * rec))
-  } | gzip -1 > "$dst"
-}
 if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
   echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
 fi

@@ -11,20 +11,8 @@ FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-sig-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+source "$ROOT/tests/lib.sh"
 
-idx_head() { # src.gz dst.gz N record_bytes dims
-  local src=$1 dst=$2 n=$3 rec=$4 dims=$5 hdr
-  { printf "\x00\x00\x08$dims"
-    printf "\\x$(printf %02x $(( (n >> 24) & 255 )))\\x$(printf %02x $(( (n >> 16) & 255 )))\\x$(printf %02x $(( (n >> 8) & 255 )))\\x$(printf %02x $(( n & 255 )))"
-    if [ "$dims" = '\x03' ]; then printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'; hdr=16; else hdr=8; fi
-    zcat "$src" | tail -c +$((hdr + 1)) | head -c $((n * rec))
-  } | gzip -1 > "$dst"
-}
 if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
   echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
 fi
@@ -38,7 +26,6 @@ NAMES=$ROOT/train/configs/fmnist_classes.txt
 TINY=$ROOT/train/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1 train.batch_size=32
         train.eval_batch_size=64)
-tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1" | md5sum; }
 batches() { local n; n=$(grep -c '"batch"' "$1" 2> /dev/null); echo "${n:-0}"; }
 # Waits until the run's log holds at least N step lines (at most 60 s).
 wait_steps() { # log N pid
