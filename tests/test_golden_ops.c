@@ -401,10 +401,15 @@ static char *data_dir(void) {
     return dir;
 }
 
+/* File-scope so that the forked children, which exit without freeing what the parent
+ * allocated, leave them reachable (valgrind's leak check runs in every child). */
+static char *dir;
+static char **files;
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     /* Threads (OpenMP, OpenBLAS) start only in the children: none are running at fork. */
-    char *dir = data_dir();
+    dir = data_dir();
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "cannot open golden data directory %s (set SFVIT_TEST_DATA to the tests/ directory)\n",
@@ -412,7 +417,6 @@ int main(int argc, char **argv) {
         CHECK(0, "golden data directory %s missing", dir);
         return test_summary("golden_ops");
     }
-    char **files = NULL;
     int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
