@@ -10,10 +10,12 @@
 #ifndef SFVIT_TEST_GRADCHECK_H
 #define SFVIT_TEST_GRADCHECK_H
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sfvit/ops.h"
 
@@ -30,6 +32,30 @@ static __attribute__((unused)) int tests_failed = 0, tests_passed = 0;
             fputc('\n', stderr);                                                          \
         }                                                                                 \
     } while (0)
+
+/* Captures what one call prints on stderr into errbuf, through the file errpath (which the
+ * test sets, e.g. inside its temporary folder), so tests can check error messages. */
+static __attribute__((unused)) char errpath[300];
+static __attribute__((unused)) char errbuf[65536];
+
+static __attribute__((unused)) int capture_begin(void) {
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    return saved;
+}
+
+static __attribute__((unused)) void capture_end(int saved) {
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(errpath, "rb");
+    size_t n = f ? fread(errbuf, 1, sizeof errbuf - 1, f) : 0;
+    if (f) fclose(f);
+    errbuf[n] = 0;
+}
 
 /* The closing line test runners read: "N passed, N failed". Returns the exit status. */
 static __attribute__((unused)) int test_summary(const char *suite) {

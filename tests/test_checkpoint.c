@@ -20,27 +20,6 @@
 #include "sfvit/checkpoint.h"
 
 static char tmpdir[256];
-static char errpath[300];
-static char errbuf[65536];
-
-static int capture_begin(void) {
-    fflush(stderr);
-    int saved = dup(2);
-    int fd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    close(fd);
-    return saved;
-}
-
-static void capture_end(int saved) {
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    FILE *f = fopen(errpath, "rb");
-    size_t n = f ? fread(errbuf, 1, sizeof errbuf - 1, f) : 0;
-    if (f) fclose(f);
-    errbuf[n] = 0;
-}
 
 /* A small model-like store. head_out changes the head's shape; extra adds a parameter the
  * checkpoint will not have; no_rm drops bn.running_mean. */

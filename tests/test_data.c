@@ -99,25 +99,16 @@ static void pattern_rgb(uint8_t *px, int w, int h, int seed) {
         }
 }
 
-/* ---- stderr capture, to check error messages ---- */
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[300];
-static void capture_begin(void) {
-    fflush(stderr);
-    snprintf(cap_path, sizeof(cap_path), "%s/stderr.txt", g_root);
-    cap_fd = open(cap_path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
+/* ---- stderr capture, to check error messages (gradcheck.h's capture into a file in the
+ * test's folder; the caller frees the returned copy) ---- */
+static int stderr_saved = -1;
+static void stderr_begin(void) {
+    snprintf(errpath, sizeof(errpath), "%s/stderr.txt", g_root);
+    stderr_saved = capture_begin();
 }
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    close(cap_fd);
-    size_t n;
-    char *s = (char *)slurp(cap_path, &n);
-    s[n] = 0;
-    return s;
+static char *stderr_end(void) {
+    capture_end(stderr_saved);
+    return strdup(errbuf);
 }
 
 /* ---- decoding ---- */
@@ -357,9 +348,9 @@ static void test_dataset(void) {
     sf_dataset_free(&ds);
 
     /* missing split: error names the path */
-    capture_begin();
+    stderr_begin();
     int rc = sf_dataset_open(&ds, p, "val");
-    char *msg = capture_end();
+    char *msg = stderr_end();
     char want_path[400];
     snprintf(want_path, sizeof(want_path), "%s/ds/val", g_root);
     CHECK(rc == -1 && strstr(msg, want_path), "missing split message: %s", msg);
@@ -368,9 +359,9 @@ static void test_dataset(void) {
     snprintf(p, sizeof(p), "%s/ds/train/c_empty", g_root);
     mkdirs("%s", p);
     snprintf(p, sizeof(p), "%s/ds", g_root);
-    capture_begin();
+    stderr_begin();
     rc = sf_dataset_open(&ds, p, "train");
-    msg = capture_end();
+    msg = stderr_end();
     CHECK(rc == -1 && strstr(msg, "c_empty") && strstr(msg, "no images"), "empty class message: %s", msg);
     free(msg);
     snprintf(p, sizeof(p), "%s/ds/train/c_empty", g_root);
@@ -439,9 +430,9 @@ static void test_transforms(void) {
     CHECK(sf_randaug_parse("rand-m9-mstd0.5-inc1", &ra) == 0 && ra.n == 2 && ra.m == 9 && ra.mstd == 0.5f &&
               ra.inc == 1 && ra.p == 0.5f, "randaugment parse");
     CHECK(sf_randaug_parse("rand-m7-n3-mstd1", &ra) == 0 && ra.n == 3 && ra.m == 7 && ra.inc == 0, "parse n");
-    capture_begin();
+    stderr_begin();
     int bad1 = sf_randaug_parse("rand-m9-q5", &ra), bad2 = sf_randaug_parse("auto-m9", &ra);
-    char *msg = capture_end();
+    char *msg = stderr_end();
     CHECK(bad1 == -1 && bad2 == -1 && strstr(msg, "q"), "bad randaugment strings rejected: %s", msg);
     free(msg);
     sf_randaug_parse("rand-m9-mstd0.5-inc1-n4-p1", &ra); /* every op fires */
@@ -663,7 +654,7 @@ static void test_loader(void) {
     size_t sf = (size_t)3 * S * S;
 
     /* training, 1 vs 3 workers, two epochs: bit-identical; bad files skipped with a warning */
-    capture_begin();
+    stderr_begin();
     sf_loader *l1 = sf_loader_create(&tr, &o);
     epoch_dump d1[2], d3[2];
     dump_epoch(l1, 0, 0, &d1[0], sf, K);
@@ -671,7 +662,7 @@ static void test_loader(void) {
     dump_epoch(l1, 1, 0, &d1[1], sf, K);
     double stall = sf_loader_stall_seconds(l1);
     sf_loader_free(l1);
-    char *msg = capture_end();
+    char *msg = stderr_end();
     int warn_lines = 0;
     for (char *q = msg; (q = strstr(q, "warning: skipping bad image")); q++) warn_lines++;
     CHECK(warn_lines <= n_bad && warn_lines >= 1 && strstr(msg, "/train/"), "one warning per bad file (%d): %s",
@@ -697,7 +688,7 @@ static void test_loader(void) {
 
     o.workers = 3;
     o.prefetch = 3;
-    capture_begin();
+    stderr_begin();
     sf_loader *l3 = sf_loader_create(&tr, &o);
     dump_epoch(l3, 0, 0, &d3[0], sf, K);
     int sk3 = sf_loader_skipped(l3);
@@ -715,7 +706,7 @@ static void test_loader(void) {
     sf_loader_next(l3, &bb);
     CHECK(bb.size == 4 && !memcmp(bb.images, d1[1].img[1], sizeof(float) * sf * 4), "restart mid-epoch");
     sf_loader_free(l3);
-    free(capture_end());
+    free(stderr_end());
     CHECK(dumps_equal(&d1[0], 0, &d3[0], sf, K) && dumps_equal(&d1[1], 0, &d3[1], sf, K),
           "1 vs 3 workers bit-identical");
     CHECK(sk1 == sk3, "skipped equal across worker counts (%d vs %d)", sk1, sk3);
@@ -723,19 +714,19 @@ static void test_loader(void) {
 
     /* a different seed gives different batches */
     o.seed = 99;
-    capture_begin();
+    stderr_begin();
     sf_loader *ls = sf_loader_create(&tr, &o);
     epoch_dump dseed;
     dump_epoch(ls, 0, 0, &dseed, sf, K);
     sf_loader_free(ls);
-    free(capture_end());
+    free(stderr_end());
     o.seed = 1234;
     o.workers = 1;
-    capture_begin();
+    stderr_begin();
     l1 = sf_loader_create(&tr, &o);
     dump_epoch(l1, 0, 0, &d1[0], sf, K);
     sf_loader_free(l1);
-    free(capture_end());
+    free(stderr_end());
     CHECK(!dumps_equal(&d1[0], 0, &dseed, sf, K), "seed changes the batches");
     dump_free(&dseed);
     dump_free(&d1[0]);
@@ -745,14 +736,14 @@ static void test_loader(void) {
     oe.train = 0;
     oe.workers = 2;
     oe.batch_size = 5;
-    capture_begin();
+    stderr_begin();
     sf_loader *le = sf_loader_create(&va, &oe);
     epoch_dump de;
     dump_epoch(le, 0, 0, &de, sf, K);
     CHECK(sf_loader_skipped(le) == n_bad, "eval skipped %d of %d bad", sf_loader_skipped(le), n_bad);
     CHECK(sf_loader_steps_per_epoch(le) == (va.count + 4) / 5, "eval steps");
     sf_loader_free(le);
-    free(capture_end());
+    free(stderr_end());
     int total = 0;
     ok = 1;
     int prev = 0;
@@ -780,12 +771,12 @@ static void test_loader(void) {
         sf_loader_opts os = oe;
         os.rank = rank;
         os.world = 2;
-        capture_begin();
+        stderr_begin();
         sf_loader *lr = sf_loader_create(&va, &os);
         epoch_dump ds;
         dump_epoch(lr, 0, 0, &ds, sf, K);
         sf_loader_free(lr);
-        free(capture_end());
+        free(stderr_end());
         for (int i = 0; i < ds.nb; i++)
             nl[rank] += ds.size[i];
         dump_free(&ds);
@@ -796,12 +787,12 @@ static void test_loader(void) {
     /* fraction */
     sf_loader_opts of = o;
     of.fraction = 0.5f;
-    capture_begin();
+    stderr_begin();
     sf_loader *lf = sf_loader_create(&tr, &of);
     sf_loader_start_epoch(lf, 0, 0);
     CHECK(sf_loader_steps_per_epoch(lf) == (tr.count / 2) / 4, "fraction steps %d", sf_loader_steps_per_epoch(lf));
     sf_loader_free(lf); /* freed mid-epoch with work in flight */
-    free(capture_end());
+    free(stderr_end());
 
     /* gray input (in_chans 1), no mixup: labels only */
     sf_aug_cfg ag = aug;
@@ -809,13 +800,13 @@ static void test_loader(void) {
     sf_loader_opts og = o;
     og.in_chans = 1;
     og.aug = &ag;
-    capture_begin();
+    stderr_begin();
     sf_loader *lg = sf_loader_create(&tr, &og);
     sf_loader_start_epoch(lg, 0, 0);
     sf_batch gb;
     CHECK(sf_loader_next(lg, &gb) == 1 && gb.size == 4 && gb.soft_targets == NULL, "gray batch");
     sf_loader_free(lg);
-    free(capture_end());
+    free(stderr_end());
 
     sf_dataset_free(&tr);
     sf_dataset_free(&va);
@@ -892,11 +883,11 @@ static void test_idx(void) {
     CHECK(ok, "round trip pixels and labels");
     sf_dataset_free(&ds);
     /* errors: swapped files (wrong magic), count mismatch */
-    capture_begin();
+    stderr_begin();
     int r1 = sf_data_import_idx(lp, ip, out, NULL);
     write_idx(lp, 0x801, 1, (uint32_t[]){n - 1}, lab, n - 1);
     int r2 = sf_data_import_idx(ip, lp, out, NULL);
-    char *msg = capture_end();
+    char *msg = stderr_end();
     CHECK(r1 == -1 && r2 == -1 && strstr(msg, "magic") && strstr(msg, "labels"), "idx errors: %s", msg);
     free(msg);
     free(img);

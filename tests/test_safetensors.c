@@ -15,28 +15,6 @@
 #include "sfvit/safetensors.h"
 
 static char tmpdir[256];
-static char errpath[300];
-static char errbuf[16384];
-
-/* Captures stderr of one call into errbuf (and echoes it for the -v log). */
-static int capture_begin(void) {
-    fflush(stderr);
-    int saved = dup(2);
-    int fd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    close(fd);
-    return saved;
-}
-
-static void capture_end(int saved) {
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    FILE *f = fopen(errpath, "rb");
-    size_t n = f ? fread(errbuf, 1, sizeof errbuf - 1, f) : 0;
-    if (f) fclose(f);
-    errbuf[n] = 0;
-}
 
 static void write_bytes(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
