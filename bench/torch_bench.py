@@ -56,24 +56,8 @@ class NRInverse(torch.autograd.Function):
 golden.newton_inverse = lambda a, iters: NRInverse.apply(a, iters)
 
 
-def _fourier_float32(self, B, Hp, Wp):
-    """golden.PositionalEncodingFourier.forward in float32 (the golden one builds float64)."""
-    ys = torch.arange(1, Hp + 1, dtype=torch.float32) / (Hp + 1e-6) * 2 * math.pi
-    xs = torch.arange(1, Wp + 1, dtype=torch.float32) / (Wp + 1e-6) * 2 * math.pi
-    k = torch.arange(self.hidden, dtype=torch.float32)
-    omega = self.temperature ** (2 * torch.div(k, 2, rounding_mode="floor") / self.hidden)
-
-    def enc(p):
-        a = p[:, None] / omega
-        return torch.where(k.long() % 2 == 0, torch.sin(a), torch.cos(a))
-
-    py = enc(ys)[:, None, :].expand(Hp, Wp, self.hidden)
-    px = enc(xs)[None, :, :].expand(Hp, Wp, self.hidden)
-    feat = torch.cat([py, px], dim=-1).permute(2, 0, 1)[None].expand(B, -1, -1, -1)
-    return self.token_projection(feat.contiguous())
-
-
-golden.PositionalEncodingFourier.forward = _fourier_float32
+# float32 Fourier features for the reference XCiT: importing fmnist_torch installs
+# fmnist_torch.fourier_float32 on golden.PositionalEncodingFourier.
 
 
 def build(name):
