@@ -154,6 +154,9 @@ static void test_conv(void) {
         {"V-conv 5x5 p2 groups=H (C_in=C_out=H)", 3, 2, 7, 7, 2, 5, 1, 2, 2, 0},
         {"V-conv 9x9 p4 groups=H, odd grid", 2, 3, 7, 5, 3, 9, 1, 4, 3, 0},
         {"depthwise 3x3 s2 p1, odd sizes", 2, 3, 9, 8, 3, 3, 2, 1, 3, 1},
+        {"depthwise 3x3 s1 p0", 2, 3, 6, 7, 3, 3, 1, 0, 3, 1},
+        {"depthwise 3x3 s1 p1 on a 1x1 grid", 2, 5, 1, 1, 5, 3, 1, 1, 5, 1},
+        {"depthwise 3x3 s1 p1 on a 2x3 grid", 3, 4, 2, 3, 4, 3, 1, 1, 4, 0},
     };
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         sf_conv2d_set_direct(1);

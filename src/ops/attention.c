@@ -60,15 +60,6 @@ static void attn_par_end(attn_par p) {
     if (p.on) openblas_set_num_threads(p.blas_prev);
 }
 
-/* Scratch slot of the calling thread (0 outside a parallel region). */
-static int attn_slot(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 static float *attn_alloc(sf_ctx *g, size_t floats) {
     return sf_arena_alloc(&g->arena, floats * sizeof(float));
 }
@@ -326,7 +317,7 @@ sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_
         const float *kl = k->data + (size_t)l * N * D;  // (N, D)
         const float *vl = v->data + (size_t)l * N * D;  // (N, D)
         float *ol = o->data + (size_t)l * Nq * D;       // (Nq, D)
-        float *m = mid + (size_t)(rec ? l : attn_slot()) * per;
+        float *m = mid + (size_t)(rec ? l : sf_thread_slot()) * per;
         if (order == SF_SIMA_QK_FIRST) {
             sf_gemm(0, 1, Nq, N, D, 1.0f, ql, kl, 0.0f, m); // S = Q K^T   (Nq, N)
             sf_gemm(0, 0, Nq, D, N, 1.0f, m, vl, 0.0f, ol); // O = S V     (Nq, D)
@@ -371,7 +362,7 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
     float *dmid_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dS or (D, D) dU
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
-        float *dmid = dmid_all + (size_t)attn_slot() * per;
+        float *dmid = dmid_all + (size_t)sf_thread_slot() * per;
         const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
         const float *vl = v->data + (size_t)l * N * D;
         const float *gl = o->grad + (size_t)l * Nq * D; // (Nq, D)
@@ -418,7 +409,7 @@ sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float sca
     for (int l = 0; l < L; l++) {
         const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
         const float *vl = v->data + (size_t)l * N * D;
-        float *pl = p + (size_t)(rec ? l : attn_slot()) * per;
+        float *pl = p + (size_t)(rec ? l : sf_thread_slot()) * per;
         sf_gemm(0, 1, Nq, N, D, scale, ql, kl, 0.0f, pl);                    // Z = s Q K^T
         softmax_rows(pl, Nq, N);                                              // P = softmax(Z)
         sf_gemm(0, 0, Nq, D, N, 1.0f, pl, vl, 0.0f, o->data + (size_t)l * Nq * D); // O = P V
@@ -451,7 +442,7 @@ void sf_msa_backward(sf_ctx *g, sf_node *node) {
     float *dz_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dP, then dZ
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
-        float *dz = dz_all + (size_t)attn_slot() * per;
+        float *dz = dz_all + (size_t)sf_thread_slot() * per;
         const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
         const float *vl = v->data + (size_t)l * N * D;
         const float *gl = o->grad + (size_t)l * Nq * D;
@@ -499,7 +490,7 @@ sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor
     sf_tensor *o = sf_tensor_like(g, q); // (B, H, N, D)
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
-        int s = rec ? l : attn_slot();
+        int s = rec ? l : sf_thread_slot();
         size_t nd = (size_t)l * N * D, snd = (size_t)s * N * D, sdd = (size_t)s * D * D;
         float tau = temperature->data[l % H];
         float *qn = sv.qn + snd, *kn = sv.kn + snd, *cm = sv.cm + sdd, *p = sv.p + sdd;
@@ -540,7 +531,7 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
     float *dtau = attn_alloc(g, (size_t)L); // (L) per-slice share of dtau, summed below
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
-        float *da = scratch + (size_t)attn_slot() * per; // (D, D) dP, then dA in place
+        float *da = scratch + (size_t)sf_thread_slot() * per; // (D, D) dP, then dA in place
         float *dqn = da + (size_t)D * D;                 // (N, D) dq̂
         float *dkn = dqn + (size_t)N * D;                // (N, D) dk̂
         float *c = dkn + (size_t)N * D;                  // (2, D) scratch of the l2 backward

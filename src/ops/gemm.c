@@ -47,8 +47,12 @@ void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     int t = omp_get_max_threads();
     if (t > 1 && sf_gemm_split_enabled() && !omp_in_parallel() &&
         (double)M * N * K >= GEMM_SPLIT_MIN_MACS && (M >= 32 * t || N >= 64 * t)) {
-        /* Rows of C when there are enough of them (blocks of 16), else columns (blocks of 64). */
-        const int by_rows = M >= 32 * t, ext = by_rows ? M : N, unit = by_rows ? 16 : 64;
+        /* Each thread packs the whole operand that is not split: splitting the rows of C
+         * shares op(B) (K x N), splitting its columns shares op(A) (M x K). Split the longer
+         * side of C, so the shared operand is the smaller one (rows in blocks of 16, columns
+         * in blocks of 64). */
+        const int by_rows = M >= 32 * t && (M >= N || N < 64 * t);
+        const int ext = by_rows ? M : N, unit = by_rows ? 16 : 64;
 #pragma omp parallel num_threads(t)
         {
             int i = omp_get_thread_num(), n = omp_get_num_threads();

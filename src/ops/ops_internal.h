@@ -6,6 +6,27 @@
 #include "sfvit/ops.h"
 
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Per-thread scratch inside an OpenMP region: sf_thread_slots() slots are enough for any
+ * team started from serial code, sf_thread_slot() is the calling thread's (0 outside). */
+static inline int sf_thread_slots(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int sf_thread_slot(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 #define SF_DECL_BACKWARD(name) void sf_##name##_backward(sf_ctx *g, sf_node *node)
 SF_DECL_BACKWARD(linear);
