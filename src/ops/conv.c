@@ -143,58 +143,81 @@ static void dw_plane_forward(float *y, const float *x, const float *w, const con
         }
 }
 
-/* Stride-1 depthwise planes in "padded-width" coordinates: with the input zero-padded to
- * (Hp, Wp) = (H + 2p, W + 2p), output pixel (oi, oj) sits at o = oi·Wp + oj and tap (ki, kj)
- * reads the padded input at o + ki·Wp + kj. Every tap is then one multiply-add over the
- * contiguous run o ∈ [0, L), L = (Ho − 1)·Wp + Wo (the Wp − Wo entries between output rows
- * are scratch), instead of one short row at a time: 9 vector loops of L ≈ H·Wp per 3×3
- * plane, whatever the grid (LPI runs on 4×4 to 28×28 grids). */
+/* Stride-1 depthwise convolution, one channel at a time, in "padded-width" coordinates. The
+ * channel's B planes are stacked, each zero-padded to (Hp, Wp) = (H + 2p, W + 2p), into one
+ * (B·Hp, Wp) image. Output pixel (b, oi, oj) sits at o = (b·Hp + oi)·Wp + oj and tap (ki, kj)
+ * reads the stacked input at o + ki·Wp + kj, which stays inside plane b's padded rows. So every
+ * tap is one multiply-add over the contiguous run o ∈ [0, L), L = ((B − 1)·Hp + Ho − 1)·Wp + Wo
+ * (entries outside the output pixels are scratch), instead of one short row at a time: 9
+ * vector loops of ≈ B·Hp·Wp per 3×3 channel, whatever the grid (LPI runs on 4×4 to 28×28). */
 typedef struct dw_span {
-    int Hp, Wp, L;
+    int Hp, Wp;
+    size_t plane, L; /* Hp·Wp; the run length */
 } dw_span;
 
 static dw_span dw_span_of(const conv_geom *c) {
-    dw_span d = {c->H + 2 * c->pad, c->W + 2 * c->pad, 0};
-    d.L = (c->Ho - 1) * d.Wp + c->Wo;
+    dw_span d = {c->H + 2 * c->pad, c->W + 2 * c->pad, 0, 0};
+    d.plane = (size_t)d.Hp * d.Wp;
+    d.L = (size_t)(c->B - 1) * d.plane + (size_t)(c->Ho - 1) * d.Wp + c->Wo;
     return d;
 }
 
-/* xp (Hp, Wp) = x (H, W) with a zero border of width pad. */
-static void dw_pad(float *restrict xp, const float *restrict x, const conv_geom *c, const dw_span *d) {
-    memset(xp, 0, (size_t)d->Hp * d->Wp * sizeof(float));
-    for (int i = 0; i < c->H; i++)
-        memcpy(xp + (size_t)(i + c->pad) * d->Wp + c->pad, x + (size_t)i * c->W, (size_t)c->W * sizeof(float));
+/* xp (B·Hp, Wp) = channel ch of x (B, C, H, W), each plane with a zero border of width pad. */
+static void dw_stack(float *restrict xp, const float *restrict x, int ch, const conv_geom *c,
+                     const dw_span *d) {
+    memset(xp, 0, (size_t)c->B * d->plane * sizeof(float));
+    for (int bi = 0; bi < c->B; bi++) {
+        const float *src = x + ((size_t)bi * c->Cin + ch) * c->H * c->W;
+        float *dst = xp + bi * d->plane + (size_t)c->pad * d->Wp + c->pad;
+        for (int i = 0; i < c->H; i++)
+            for (int j = 0; j < c->W; j++) dst[(size_t)i * d->Wp + j] = src[(size_t)i * c->W + j];
+    }
 }
 
-/* y (Ho, Wo) = Σ_taps w[ki, kj]·xp shifted; yw (L) is scratch. */
+/* Channel ch of y (B, C, Ho, Wo) = Σ_taps w[ki, kj]·xp shifted; yw (L) is scratch. */
 static void dw_span_forward(float *restrict y, float *restrict yw, const float *restrict xp,
-                            const float *restrict w, const conv_geom *c, const dw_span *d) {
-    memset(yw, 0, (size_t)d->L * sizeof(float));
+                            const float *restrict w, int ch, const conv_geom *c, const dw_span *d) {
+    memset(yw, 0, d->L * sizeof(float));
     for (int ki = 0; ki < c->kh; ki++)
-        for (int kj = 0; kj < c->kw; kj++) row_axpy(yw, xp + (size_t)ki * d->Wp + kj, w[ki * c->kw + kj], d->L);
-    for (int oi = 0; oi < c->Ho; oi++)
-        memcpy(y + (size_t)oi * c->Wo, yw + (size_t)oi * d->Wp, (size_t)c->Wo * sizeof(float));
+        for (int kj = 0; kj < c->kw; kj++)
+            row_axpy(yw, xp + (size_t)ki * d->Wp + kj, w[ki * c->kw + kj], (int)d->L);
+    for (int bi = 0; bi < c->B; bi++) {
+        float *dst = y + ((size_t)bi * c->Cout + ch) * c->Ho * c->Wo;
+        const float *src = yw + bi * d->plane;
+        for (int oi = 0; oi < c->Ho; oi++)
+            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * c->Wo + oj] = src[(size_t)oi * d->Wp + oj];
+    }
 }
 
-/* The adjoint, for one plane. In: gw (L) = G in padded-width coordinates with zeros between
- * rows, xp the padded input. dx (H, W) += Σ_taps w[ki, kj]·(gw shifted back), through the
- * padded scratch dxp (Hp, Wp); dw[tap] += <gw, xp shifted> (the zeros between rows keep the
- * scratch columns out of the sums). */
+/* The adjoint for channel ch. gw (L) holds G (B, C, Ho, Wo)'s channel ch in padded-width
+ * coordinates with zeros everywhere else, so scratch positions drop out of the sums:
+ * dx += Σ_taps w[ki, kj]·(gw shifted back), through the stacked scratch dxp (B·Hp, Wp), and
+ * dw[tap] += <gw, xp shifted>, over the run from dw_from (0; the last plane's start when
+ * testing a broken backward). */
 static void dw_span_backward(float *restrict dx, float *restrict dw, float *restrict dxp,
-                             const float *restrict gw, const float *restrict xp,
-                             const float *restrict w, const conv_geom *c, const dw_span *d) {
-    if (dx) memset(dxp, 0, (size_t)d->Hp * d->Wp * sizeof(float));
+                             float *restrict gw, const float *restrict xp, const float *restrict G,
+                             const float *restrict w, int ch, size_t dw_from, const conv_geom *c,
+                             const dw_span *d) {
+    memset(gw, 0, d->L * sizeof(float));
+    for (int bi = 0; bi < c->B; bi++) {
+        const float *src = G + ((size_t)bi * c->Cout + ch) * c->Ho * c->Wo;
+        float *dst = gw + bi * d->plane;
+        for (int oi = 0; oi < c->Ho; oi++)
+            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * d->Wp + oj] = src[(size_t)oi * c->Wo + oj];
+    }
+    if (dx) memset(dxp, 0, (size_t)c->B * d->plane * sizeof(float));
     for (int ki = 0; ki < c->kh; ki++)
         for (int kj = 0; kj < c->kw; kj++) {
             const size_t off = (size_t)ki * d->Wp + kj;
-            if (dx) row_axpy(dxp + off, gw, w[ki * c->kw + kj], d->L);
-            if (dw) dw[ki * c->kw + kj] += row_dot(gw, xp + off, d->L);
+            if (dx) row_axpy(dxp + off, gw, w[ki * c->kw + kj], (int)d->L);
+            if (dw) dw[ki * c->kw + kj] += row_dot(gw + dw_from, xp + off + dw_from, (int)(d->L - dw_from));
         }
     if (dx)
-        for (int i = 0; i < c->H; i++) {
-            float *restrict dr = dx + (size_t)i * c->W;
-            const float *restrict sr = dxp + (size_t)(i + c->pad) * d->Wp + c->pad;
-            for (int j = 0; j < c->W; j++) dr[j] += sr[j];
+        for (int bi = 0; bi < c->B; bi++) {
+            float *dst = dx + ((size_t)bi * c->Cin + ch) * c->H * c->W;
+            const float *src = dxp + bi * d->plane + (size_t)c->pad * d->Wp + c->pad;
+            for (int i = 0; i < c->H; i++)
+                for (int j = 0; j < c->W; j++) dst[(size_t)i * c->W + j] += src[(size_t)i * d->Wp + j];
         }
 }
 
@@ -216,16 +239,15 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
 
     if (direct && stride == 1) {
         const dw_span d = dw_span_of(&c);
-        const size_t per_thread = (size_t)d.Hp * d.Wp + d.L;  // xp (Hp, Wp), yw (L)
+        const size_t per_thread = (size_t)c.B * d.plane + d.L;  // xp (B·Hp, Wp), yw (L)
         float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * per_thread * sizeof(float));
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         {
-            float *xp = scratch + (size_t)sf_thread_slot() * per_thread, *yw = xp + (size_t)d.Hp * d.Wp;
+            float *xp = scratch + (size_t)sf_thread_slot() * per_thread, *yw = xp + (size_t)c.B * d.plane;
 #pragma omp for
-            for (int p = 0; p < c.B * c.Cout; p++) {
-                dw_pad(xp, x->data + (size_t)p * c.H * c.W, &c, &d);
-                dw_span_forward(out->data + (size_t)p * HoWo, yw, xp,
-                                w->data + (size_t)(p % c.Cout) * c.kh * c.kw, &c, &d);
+            for (int ch = 0; ch < c.Cout; ch++) {
+                dw_stack(xp, x->data, ch, &c, &d);
+                dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, &c, &d);
             }
         }
     } else if (direct) {
@@ -295,24 +317,19 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         /* One thread per channel: it owns dw[ch] and the dx planes (·, ch). */
         const dw_span d = dw_span_of(&c);
         const int k2 = c.kh * c.kw;
-        const size_t per_thread = (size_t)2 * d.Hp * d.Wp + d.L;  // xp, dxp (Hp, Wp), gw (L)
+        const size_t per_thread = (size_t)2 * c.B * d.plane + d.L;  // xp, dxp (B·Hp, Wp), gw (L)
+        const size_t dw_from = broken ? (size_t)(c.B - 1) * d.plane : 0;
         float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * per_thread * sizeof(float));
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
         {
             float *xp = scratch + (size_t)sf_thread_slot() * per_thread;
-            float *dxp = xp + (size_t)d.Hp * d.Wp, *gw = dxp + (size_t)d.Hp * d.Wp;
+            float *dxp = xp + (size_t)c.B * d.plane, *gw = dxp + (size_t)c.B * d.plane;
 #pragma omp for
-            for (int ch = 0; ch < c.Cout; ch++)
-                for (int bi = broken ? c.B - 1 : 0; bi < c.B; bi++) {
-                    const size_t p = (size_t)bi * c.Cout + ch;
-                    const float *gp = G + p * HoWo;
-                    memset(gw, 0, (size_t)d.L * sizeof(float));
-                    for (int oi = 0; oi < c.Ho; oi++)
-                        memcpy(gw + (size_t)oi * d.Wp, gp + (size_t)oi * c.Wo, (size_t)c.Wo * sizeof(float));
-                    if (dw) dw_pad(xp, x->data + p * c.H * c.W, &c, &d);
-                    dw_span_backward(dx ? dx + p * c.H * c.W : NULL, dw ? dw + (size_t)ch * k2 : NULL, dxp, gw,
-                                     xp, w->data + (size_t)ch * k2, &c, &d);
-                }
+            for (int ch = 0; ch < c.Cout; ch++) {
+                if (dw) dw_stack(xp, x->data, ch, &c, &d);
+                dw_span_backward(dx, dw ? dw + (size_t)ch * k2 : NULL, dxp, gw, xp, G, w->data + (size_t)ch * k2, ch,
+                                 dw_from, &c, &d);
+            }
         }
         return;
     }
