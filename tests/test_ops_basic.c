@@ -405,6 +405,32 @@ static void test_reshape(void) {
     gc_leaf_free(x);
 }
 
+/* Every backward that writes a new gradient (sf_grad_dst) must also add into one that exists:
+ * x feeds the op twice, y = op(x) + 3 op(x), so the first backward writes dx and the second
+ * adds to it; a second write instead of an add gives dx = 3 op'(x) G instead of 4. */
+typedef struct {
+    const char *name;
+    sf_tensor *(*op)(sf_ctx *, sf_tensor *);
+} unary_op;
+static sf_tensor *op_scale2(sf_ctx *g, sf_tensor *x) { return sf_scale(g, x, 2.0f); }
+static sf_tensor *op_permute(sf_ctx *g, sf_tensor *x) { return sf_permute(g, x, (int[]){2, 0, 1}); }
+static sf_tensor *build_unary_twice(sf_ctx *g, sf_tensor **in, void *u) {
+    const unary_op *o = u;
+    return sf_add(g, o->op(g, in[0]), sf_scale(g, o->op(g, in[0]), 3.0f));
+}
+
+static void test_write_or_accumulate(void) {
+    static const unary_op ops[] = {{"scale", op_scale2}, {"relu", sf_relu},         {"elu1", sf_elu1},
+                                   {"gelu", sf_gelu},    {"gelu_tanh", sf_gelu_tanh}, {"permute", op_permute}};
+    sf_tensor *x = LEAF(1, 3, 5, 4);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s used twice: op(x) + 3 op(x)", ops[i].name);
+        gradcheck(name, build_unary_twice, (void *)&ops[i], &x, 1, (gc_opts){0});
+    }
+    gc_leaf_free(x);
+}
+
 typedef struct {
     int perm[4];
 } perm_args;
@@ -835,6 +861,7 @@ int main(void) {
     test_dropout();
     test_reshape();
     test_permute();
+    test_write_or_accumulate();
     test_heads();
     test_tokens();
     test_softmax();

@@ -60,13 +60,23 @@ static inline float row_dot(const float *restrict a, const float *restrict b, in
     return acc;
 }
 
+/* Below this many floats copied, im2col and col2im stay on one thread. */
+#define CONV_OMP_MIN 65536
+
+static inline float row_sum(const float *restrict a, int n) {
+    float acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int i = 0; i < n; i++) acc += a[i];
+    return acc;
+}
+
 /* cols (C·kh·kw, Ho·Wo) from x (C, H, W): row (c, ki, kj) holds the input pixel each output
- * position sees through kernel tap (ki, kj); zero where the tap falls in the padding.
- * Serial on purpose, like col2im_add: it runs between two sgemm calls, where an OpenMP team
- * (spinning after its region) would compete with OpenBLAS's threads for the cores, and the copy
- * costs ~1/Og of the GEMM that follows. */
+ * position sees through kernel tap (ki, kj); zero where the tap falls in the padding. Rows are
+ * independent, so they are shared out: the copy is as large as the GEMM's B operand (a 3×3
+ * stem conv at 112² copies 9 floats per input float, about as long as its GEMM). */
 static void im2col(float *cols, const float *x, int C, const conv_geom *c) {
     const int rows = C * c->kh * c->kw, HoWo = c->Ho * c->Wo;
+#pragma omp parallel for if ((size_t)rows * HoWo > CONV_OMP_MIN)
     for (int r = 0; r < rows; r++) {
         const int ch = r / (c->kh * c->kw), ki = (r / c->kw) % c->kh, kj = r % c->kw;
         const float *src = x + (size_t)ch * c->H * c->W;
@@ -95,6 +105,8 @@ static void im2col(float *cols, const float *x, int C, const conv_geom *c) {
  * channel add onto the same pixel). */
 static void col2im_add(float *dx, const float *dcols, int C, const conv_geom *c) {
     const int HoWo = c->Ho * c->Wo;
+    /* A channel's taps only touch its own plane: one thread per channel. */
+#pragma omp parallel for if ((size_t)C * c->kh * c->kw * HoWo > CONV_OMP_MIN)
     for (int ch = 0; ch < C; ch++) {
         float *dst = dx + (size_t)ch * c->H * c->W;
         for (int ki = 0; ki < c->kh; ki++)
@@ -304,13 +316,10 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
 
     if (b && b->requires_grad) {
         float *db = sf_grad(g, b);
-        for (int bi = 0; bi < c.B; bi++)
-            for (int co = 0; co < c.Cout; co++) {
-                const float *gp = G + ((size_t)bi * c.Cout + co) * HoWo;
-                float s = 0;
-                for (int i = 0; i < HoWo; i++) s += gp[i];
-                db[co] += s;
-            }
+#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo > CONV_OMP_MIN)
+        for (int co = 0; co < c.Cout; co++)
+            for (int bi = 0; bi < c.B; bi++)
+                db[co] += row_sum(G + ((size_t)bi * c.Cout + co) * HoWo, HoWo);
     }
 
     if (direct && c.stride == 1) {

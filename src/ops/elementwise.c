@@ -174,11 +174,13 @@ sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s) {
 
 /* y = s x: dx += s G. */
 void sf_scale_backward(sf_ctx *g, sf_node *node) {
-    float s = node->farg[0], *dx = sf_grad(g, node->in[0]);
+    float s = node->farg[0];
+    int acc; /* a new dx is written, never read */
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     const float *G = node->out->grad;
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += s * G[i];
+    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + s * G[i];
 }
 
 /* ---- activations: the forward saves nothing, x is the input and stays alive ---- */
@@ -272,10 +274,11 @@ sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x) {
 /* y = max(x, 0): dx += G [x > 0] (0 at x = 0, as torch). */
 void sf_relu_backward(sf_ctx *g, sf_node *node) {
     const float *x = node->in[0]->data, *G = node->out->grad;
-    float *dx = sf_grad(g, node->in[0]);
+    int acc; /* a new dx is written, never read */
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? G[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + (x[i] > 0.0f ? G[i] : 0.0f);
 }
 
 sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x) {
@@ -294,10 +297,11 @@ sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x) {
 /* y = x + 1 (x > 0), exp(x) (x <= 0): dx += G (x > 0), G y (x <= 0), y = exp(x) there. */
 void sf_elu1_backward(sf_ctx *g, sf_node *node) {
     const float *x = node->in[0]->data, *y = node->out->data, *G = node->out->grad;
-    float *dx = sf_grad(g, node->in[0]);
+    int acc; /* a new dx is written, never read */
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? G[i] : G[i] * y[i];
+    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + (x[i] > 0.0f ? G[i] : G[i] * y[i]);
 }
 
 /* ---- dropout and drop path ---- */
@@ -331,10 +335,12 @@ sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p) {
 void sf_dropout_backward(sf_ctx *g, sf_node *node) {
     const uint8_t *mask = node->saved;
     const float *G = node->out->grad;
-    float scale = node->farg[0], *dx = sf_grad(g, node->in[0]);
+    float scale = node->farg[0];
+    int acc; /* a new dx is written, never read */
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] += mask[i] ? G[i] * scale : 0.0f;
+    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + (mask[i] ? G[i] * scale : 0.0f);
 }
 
 sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
@@ -357,10 +363,11 @@ sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
 /* y_b = x_b m_b / (1 - p): dx_b += G_b m_b / (1 - p) (docs/math/basic.md#drop-path). */
 void sf_drop_path_backward(sf_ctx *g, sf_node *node) {
     const float *f = node->saved, *G = node->out->grad;
-    float *dx = sf_grad(g, node->in[0]);
+    int acc; /* a new dx is written, never read */
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
     int B = node->out->shape[0];
     size_t S = node->out->numel / (size_t)B;
 #pragma omp parallel for if (node->out->numel > EW_OMP_MIN)
     for (int b = 0; b < B; b++)
-        for (size_t i = 0; i < S; i++) dx[b * S + i] += G[b * S + i] * f[b];
+        for (size_t i = 0; i < S; i++) dx[b * S + i] = (acc ? dx[b * S + i] : 0.0f) + G[b * S + i] * f[b];
 }

@@ -75,8 +75,12 @@ static void permute_pad(const sf_tensor *x, const int *perm, int *shape4, size_t
 /* Walks the output in order; output element (i0, i1, i2, i3) is x's element at
  * sum_k i_k * stride4[perm4[k]]. forward: out[o] = x[off]; backward: dx[off] += dout[o].
  * The map is a bijection, so parallel outer iterations never write the same element. */
+/* The index walk of a permutation: gather x into y (forward), or scatter y back into x,
+ * adding (backward into an existing gradient) or writing (into a new one). */
+typedef enum { PERMUTE_GATHER, PERMUTE_SCATTER_ADD, PERMUTE_SCATTER } permute_mode;
+
 static void permute_walk(float *xbuf, float *obuf, const int *shape4, const size_t *stride4,
-                         const int *perm4, int backward) {
+                         const int *perm4, permute_mode mode) {
     int o0 = shape4[perm4[0]], o1 = shape4[perm4[1]], o2 = shape4[perm4[2]], o3 = shape4[perm4[3]];
     size_t s0 = stride4[perm4[0]], s1 = stride4[perm4[1]], s2 = stride4[perm4[2]],
            s3 = stride4[perm4[3]];
@@ -87,8 +91,10 @@ static void permute_walk(float *xbuf, float *obuf, const int *shape4, const size
             size_t base = i0 * s0 + i1 * s1;
             for (int i2 = 0; i2 < o2; i2++, o += o3) {
                 float *xr = xbuf + base + i2 * s2;
-                if (backward)
+                if (mode == PERMUTE_SCATTER_ADD)
                     for (int i3 = 0; i3 < o3; i3++) xr[i3 * s3] += o[i3];
+                else if (mode == PERMUTE_SCATTER)
+                    for (int i3 = 0; i3 < o3; i3++) xr[i3 * s3] = o[i3];
                 else
                     for (int i3 = 0; i3 < o3; i3++) o[i3] = xr[i3 * s3];
             }
@@ -108,7 +114,7 @@ sf_tensor *sf_permute(sf_ctx *g, sf_tensor *x, const int *perm) {
     int shape4[SF_MAX_DIMS], perm4[SF_MAX_DIMS];
     size_t stride4[SF_MAX_DIMS];
     permute_pad(x, perm, shape4, stride4, perm4);
-    permute_walk(x->data, y->data, shape4, stride4, perm4, 0);
+    permute_walk(x->data, y->data, shape4, stride4, perm4, PERMUTE_GATHER);
     if (sf_needs_grad(g, &x, 1)) {
         sf_node *node = sf_tape_push(g, SF_OP_PERMUTE, y, &x, 1);
         for (int i = 0; i < x->ndim; i++) node->iarg[i] = perm[i];
@@ -122,7 +128,9 @@ void sf_permute_backward(sf_ctx *g, sf_node *node) {
     int shape4[SF_MAX_DIMS], perm4[SF_MAX_DIMS];
     size_t stride4[SF_MAX_DIMS];
     permute_pad(x, node->iarg, shape4, stride4, perm4);
-    permute_walk(sf_grad(g, x), node->out->grad, shape4, stride4, perm4, 1);
+    int acc; /* a permutation writes every element of a new dx */
+    float *dx = sf_grad_dst(g, x, &acc);
+    permute_walk(dx, node->out->grad, shape4, stride4, perm4, acc ? PERMUTE_SCATTER_ADD : PERMUTE_SCATTER);
 }
 
 /* ---- multi-head split / merge ---- */
