@@ -5,8 +5,10 @@
 #
 # Usage: bench/ops.sh [BUILD_DIR] [REPS]   (BUILD_DIR default: build; REPS default 9;
 #        ROUNDS=n alternations of the two sides, default 2)
-# Threads: SFVIT_THREADS (default 2) for both sides; OMP_WAIT_POLICY default passive, as the
-# sfvit command uses. OPENBLAS_CORETYPE is printed as found and left as it is.
+# Threads: SFVIT_THREADS (default 2) for both sides. OMP_WAIT_POLICY as in bench/compare: a
+# user's setting applies to both sides, otherwise sfvit runs with the runtime default and
+# PyTorch with passive (each side's faster policy). OPENBLAS_CORETYPE is printed as found and
+# left as it is.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-build}"
@@ -18,11 +20,8 @@ if [ ! -x "$bin" ]; then
     exit 1
 fi
 export SFVIT_THREADS="${SFVIT_THREADS:-2}"
-# The sfvit command runs with OMP_WAIT_POLICY=passive unless the user chose otherwise
-# (train/main.c): spinning OpenMP workers otherwise compete with OpenBLAS's own threads for
-# the cores. Measure under the same policy, for both sides; a user's setting is kept.
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}   OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+torch_wait="${OMP_WAIT_POLICY:-passive}"
+echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}   OMP_WAIT_POLICY: sfvit ${OMP_WAIT_POLICY:-(unset)}, torch $torch_wait"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # The two sides alternate for ROUNDS rounds and each entry keeps its best median, so a
@@ -30,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 rounds="${ROUNDS:-2}"
 for r in $(seq "$rounds"); do
     "$bin" "$reps" >> "$tmp/sfvit.txt"
-    /usr/bin/python3 "$root/bench/ops_torch.py" "$reps" >> "$tmp/torch.txt"
+    OMP_WAIT_POLICY="$torch_wait" /usr/bin/python3 "$root/bench/ops_torch.py" "$reps" >> "$tmp/torch.txt"
 done
 grep -h '^#' "$tmp/sfvit.txt" "$tmp/torch.txt" | sort -u
 echo "# median of $reps runs per round, best of $rounds rounds; load average: $(cut -d' ' -f1-3 /proc/loadavg)"

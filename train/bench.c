@@ -5,7 +5,8 @@
  * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads, and the process's
  * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
  * VmHWM, read before any inference batch) next to the resident set before the model was built
- * (`base_rss_mib`). `--no-infer` skips the inference batches. */
+ * (`base_rss_mib`), the work per image (`train_gflop_per_img`, `infer_gflop_per_img`) and the
+ * measured sgemm rate (`sgemm_peak_gflops`). `--no-infer` skips the inference batches. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,6 +174,10 @@ int sf_cmd_bench(int argc, char **argv) {
     printf("train_img_per_s %.2f\n", B / train);
     printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
     printf("train_peak_rss_mib %.1f\n", train_rss);
+    /* For bench/compare's ceiling: the work per image as counted above, and the sgemm rate. */
+    printf("train_gflop_per_img %.3f\n", 3.0 * 2.0 * macs * 1e-9);
+    printf("infer_gflop_per_img %.3f\n", 2.0 * macs * 1e-9);
+    printf("sgemm_peak_gflops %.1f\n", peak);
     printf("base_rss_mib %.1f\n", base_rss);
     free(tf);
     free(tb);
