@@ -276,6 +276,53 @@ static void test_nr_pinv(void) {
     gc_leaf_free(A);
 }
 
+/* Many matrices are shared out over the threads (forward and backward): the batch must give
+ * exactly what each matrix gives alone, and the residual must be the worst one's, wherever it
+ * sits in the batch. 8 matrices of 32 × 32 (large enough to go parallel), the sixth crowded. */
+static void test_nr_batch_equals_single(void) {
+    sf_rng r;
+    sf_rng_seed(&r, 41);
+    const int count = 8, M = 32, D = 8, MM = M * M;
+    sf_tensor *A = gc_leaf(3, (int[]){count, M, M}, 1);
+    kernel_matrices(A->data, count, M, D, 0.45f, &r);
+    kernel_matrices(A->data + 5 * MM, 1, M, D, 0.05f, &r);
+    float *R = malloc(sizeof(float) * A->numel);
+    for (size_t i = 0; i < A->numel; i++) R[i] = 2 * sf_rng_uniform(&r) - 1;
+    sf_ctx g;
+    sf_ctx_init(&g, 1 << 22);
+    sf_tensor *Y = sf_nr_pinv(&g, A, 20, SF_NR_MASTER);
+    const float batch_residual = sf_nr_last_residual();
+    free(A->grad);
+    A->grad = calloc(A->numel, sizeof(float));
+    sf_backward_seeded(&g, Y, R);
+
+    float worst = 0;
+    int same_y = 1, same_dA = 1;
+    sf_tensor *A1 = gc_leaf(3, (int[]){1, M, M}, 1);
+    for (int b = 0; b < count; b++) {
+        sf_ctx g1;
+        sf_ctx_init(&g1, 1 << 20);
+        memcpy(A1->data, A->data + b * MM, sizeof(float) * MM);
+        sf_tensor *Y1 = sf_nr_pinv(&g1, A1, 20, SF_NR_MASTER);
+        float res = sf_nr_last_residual();
+        if (res > worst) worst = res;
+        free(A1->grad);
+        A1->grad = calloc(A1->numel, sizeof(float));
+        sf_backward_seeded(&g1, Y1, R + b * MM);
+        same_y &= !memcmp(Y1->data, Y->data + b * MM, sizeof(float) * MM);
+        same_dA &= !memcmp(A1->grad, A->grad + b * MM, sizeof(float) * MM);
+        sf_ctx_free(&g1);
+    }
+    CHECK(same_y, "nr_pinv of 8 matrices: each Y equals its own single-matrix call bit for bit");
+    CHECK(same_dA, "nr_pinv backward of 8 matrices: each dA equals its own single-matrix call bit for bit");
+    CHECK(batch_residual == worst && worst > 1e-4f, "batch residual %.3g is the worst single one %.3g (crowded matrix 6)",
+          batch_residual, worst);
+    free(R);
+    gc_leaf_free(A1);
+    gc_leaf_free(A);
+    sf_ctx_free(&g);
+}
+
 /* The residual tells a converged inverse from one that needed more iterations: A ≈ I gives a
  * float32-rounding residual; landmarks crowded together make A nearly rank one, cond(A + 0.01 I)
  * in the thousands, and 20 iterations leave a residual orders of magnitude larger. */
@@ -343,6 +390,7 @@ int main(void) {
     test_gauss_kernel();
     test_nr_pinv();
     test_nr_residual();
+    test_nr_batch_equals_single();
     test_soft_symnorm();
     test_no_tape_without_grad();
     return test_summary("test_ops_soft");

@@ -2,8 +2,9 @@
  * backward) and average pooling. Derivations: docs/math/soft_conv_norm.md#convolution.
  *
  * A direct kernel handles the depthwise case (groups == C_in == C_out: LPI's 3×3 and SOFT's
- * V-conv), where im2col would feed GEMMs with one output row; the im2col path stays the
- * reference and the tests compare the two (sf_conv2d_set_direct).
+ * V-conv), where im2col would feed GEMMs with one output row: with stride 1 over each
+ * channel's stacked, padded planes (dw_span_*), otherwise row by row (dw_plane_forward). The
+ * im2col path stays the reference and the tests compare the two (sf_conv2d_set_direct).
  *
  * Deliberately not here: dilation, asymmetric stride/padding, padding modes other than zeros,
  * padded or ceil-mode pooling (no model needs them).

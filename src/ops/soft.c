@@ -132,8 +132,13 @@ typedef struct nr_scratch {
     float *T;  // (M, M) products
 } nr_scratch;
 
-static nr_scratch nr_scratch_alloc(sf_ctx *g, int M) {
-    float *p = sf_arena_alloc(&g->arena, (size_t)3 * M * M * sizeof(float));
+/* Scratch for `slots` threads, 3 (M, M) buffers each; nr_scratch_of picks one slot. */
+static float *nr_scratch_alloc(sf_ctx *g, int M, int slots) {
+    return sf_arena_alloc(&g->arena, (size_t)slots * 3 * M * M * sizeof(float));
+}
+
+static nr_scratch nr_scratch_of(float *base, int M, int slot) {
+    float *p = base + (size_t)slot * 3 * M * M;
     return (nr_scratch){p, p + (size_t)M * M, p + (size_t)2 * M * M};
 }
 
@@ -214,11 +219,21 @@ static void nr_all(sf_ctx *g, float *Y, const float *A, int count, int M, int it
                    sf_nr_init init) {
     SF_ASSERT(iters >= 0, "nr_pinv: iters %d", iters);
     SF_ASSERT(init == SF_NR_MASTER || init == SF_NR_PAPER, "nr_pinv: init %d", (int)init);
-    nr_scratch s = nr_scratch_alloc(g, M);
+    /* One matrix per thread at a time: each iteration's products (M = 49: 118 k multiply-adds)
+     * are far too small to split, so the matrices are shared out instead. */
+    float *scratch = nr_scratch_alloc(g, M, sf_thread_slots());
     float worst = 0;
-    for (int b = 0; b < count; b++) {
-        float r = nr_one(Y + (size_t)b * M * M, A + (size_t)b * M * M, M, iters, init, s);
-        if (!(r <= worst)) worst = r;  // a NaN residual is kept, so the log shows it
+#pragma omp parallel if (count > 1 && (size_t)count * M * M * M * iters > (1u << 20))
+    {
+        nr_scratch s = nr_scratch_of(scratch, M, sf_thread_slot());
+        float mine = 0;
+#pragma omp for
+        for (int b = 0; b < count; b++) {
+            float r = nr_one(Y + (size_t)b * M * M, A + (size_t)b * M * M, M, iters, init, s);
+            if (!(r <= mine)) mine = r;  // a NaN residual is kept, so the log shows it
+        }
+#pragma omp critical(nr_worst)
+        if (!(mine <= worst)) worst = mine;
     }
     nr_residual_last = worst;
 }
@@ -251,9 +266,11 @@ void sf_nr_pinv_backward(sf_ctx *g, sf_node *node) {
     const size_t MM = (size_t)M * M;
     const int broken = sf_break_backward("nr_pinv");  // teeth: the sign is dropped
     float *da = sf_grad(g, a);  // (B, H, M, M)
-    float *T = sf_arena_alloc(&g->arena, MM * sizeof(float));  // (M, M)
+    float *T = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * MM * sizeof(float));  // (M, M) per thread
+#pragma omp parallel for if (count > 1 && (size_t)count * MM * M > (1u << 17))
     for (int b = 0; b < count; b++)
-        inv_backward(da + b * MM, out->data + b * MM, out->grad + b * MM, T, M, broken);
+        inv_backward(da + b * MM, out->data + b * MM, out->grad + b * MM, T + (size_t)sf_thread_slot() * MM, M,
+                     broken);
 }
 
 /* ---- SOFT++ symmetric normalization ( docs/math/soft_conv_norm.md#soft-symnorm) ---- */
