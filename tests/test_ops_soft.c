@@ -276,6 +276,53 @@ static void test_nr_pinv(void) {
     gc_leaf_free(A);
 }
 
+/* The Gaussian kernel's backward shares the (b, h) slices out over the threads when there
+ * is enough work: 8 slices of 400 queries × 16 landmarks × 32 dims must each give exactly what
+ * the slice gives alone. */
+static void test_gauss_batch_equals_single(void) {
+    sf_rng r;
+    sf_rng_seed(&r, 43);
+    const int nb = 8, n = 400, M = 16, D = 32;
+    sf_tensor *q = gc_leaf(3, (int[]){nb, n, D}, 1), *l = gc_leaf(3, (int[]){nb, M, D}, 1);
+    gc_fill_normal(q, &r, 0.3f);
+    gc_fill_normal(l, &r, 0.3f);
+    float *R = malloc(sizeof(float) * nb * n * M);
+    for (int i = 0; i < nb * n * M; i++) R[i] = 2 * sf_rng_uniform(&r) - 1;
+    sf_ctx g;
+    sf_ctx_init(&g, 1 << 22);
+    q->grad = calloc(q->numel, sizeof(float));
+    l->grad = calloc(l->numel, sizeof(float));
+    sf_tensor *S = sf_gauss_kernel(&g, q, l, 1.0f);
+    sf_backward_seeded(&g, S, R);
+    sf_tensor *q1 = gc_leaf(3, (int[]){1, n, D}, 1), *l1 = gc_leaf(3, (int[]){1, M, D}, 1);
+    int same_s = 1, same_dq = 1, same_dl = 1;
+    for (int b = 0; b < nb; b++) {
+        sf_ctx g1;
+        sf_ctx_init(&g1, 1 << 20);
+        memcpy(q1->data, q->data + (size_t)b * n * D, sizeof(float) * n * D);
+        memcpy(l1->data, l->data + (size_t)b * M * D, sizeof(float) * M * D);
+        free(q1->grad);
+        free(l1->grad);
+        q1->grad = calloc(q1->numel, sizeof(float));
+        l1->grad = calloc(l1->numel, sizeof(float));
+        sf_tensor *S1 = sf_gauss_kernel(&g1, q1, l1, 1.0f);
+        sf_backward_seeded(&g1, S1, R + (size_t)b * n * M);
+        same_s &= !memcmp(S1->data, S->data + (size_t)b * n * M, sizeof(float) * n * M);
+        same_dq &= !memcmp(q1->grad, q->grad + (size_t)b * n * D, sizeof(float) * n * D);
+        same_dl &= !memcmp(l1->grad, l->grad + (size_t)b * M * D, sizeof(float) * M * D);
+        sf_ctx_free(&g1);
+    }
+    CHECK(same_s, "gauss_kernel of 8 slices: each equals its single-slice call bit for bit");
+    CHECK(same_dq && same_dl, "gauss_kernel backward of 8 slices: dq %s, dl %s its single-slice call",
+          same_dq ? "equals" : "differs from", same_dl ? "equals" : "differs from");
+    free(R);
+    gc_leaf_free(q);
+    gc_leaf_free(l);
+    gc_leaf_free(q1);
+    gc_leaf_free(l1);
+    sf_ctx_free(&g);
+}
+
 /* Many matrices are shared out over the threads (forward and backward): the batch must give
  * exactly what each matrix gives alone, and the residual must be the worst one's, wherever it
  * sits in the batch. 8 matrices of 32 × 32 (large enough to go parallel), the sixth crowded. */
@@ -391,6 +438,7 @@ int main(void) {
     test_nr_pinv();
     test_nr_residual();
     test_nr_batch_equals_single();
+    test_gauss_batch_equals_single();
     test_soft_symnorm();
     test_no_tape_without_grad();
     return test_summary("test_ops_soft");

@@ -64,7 +64,9 @@ sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c) {
     for (int r = 0; r < nb * n; r++) {
         float *s = out->data + (size_t)r * M;
         const float *lnb = ln + (size_t)(r / n) * M;
-        for (int j = 0; j < M; j++) s[j] = expf(-(qn[r] + lnb[j] - 2.0f * s[j]) * inv2c);
+        const float qr = qn[r];
+#pragma omp simd
+        for (int j = 0; j < M; j++) s[j] = sf_fast_expf(-(qr + lnb[j] - 2.0f * s[j]) * inv2c);
     }
 
     sf_tensor *ins[2] = {q, l};
@@ -86,17 +88,20 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
     const int broken = sf_break_backward("gauss_kernel");
     float *dq = q->requires_grad ? sf_grad(g, q) : NULL;  // (B, H, n, D)
     float *dl = l->requires_grad ? sf_grad(g, l) : NULL;  // (B, H, M, D)
-    float *W = sf_arena_alloc(&g->arena, (size_t)n * M * sizeof(float));  // (n, M) G ⊙ S
-    float *rs = sf_arena_alloc(&g->arena, (size_t)(n + M + (n > M ? n : M)) * sizeof(float));
-    float *cs = rs + n;          // (M) colsum W
-    float *ones = cs + M;        // (max(n, M)) for the row/column sums as GEMMs
-    for (int i = 0; i < (n > M ? n : M); i++) ones[i] = 1.0f;
+    /* Per-thread scratch: W (n, M) = G ⊙ S, rs (n) its row sums, cs (M) its column sums; and
+     * ones (max(n, M)) for the sums as GEMMs, shared. Each (b, h) writes only its own slices
+     * of dq and dl, so they are shared out over the threads (their products run
+     * single-threaded inside the region). */
+    const size_t per_thread = (size_t)n * M + n + M, nmax = n > M ? n : M;
+    float *scratch = sf_arena_alloc(&g->arena, ((size_t)sf_thread_slots() * per_thread + nmax) * sizeof(float));
+    float *ones = scratch + (size_t)sf_thread_slots() * per_thread;
+    for (size_t i = 0; i < nmax; i++) ones[i] = 1.0f;
 
+#pragma omp parallel for if (nb > 1 && (size_t)nb * n * M * D > (1u << 20))
     for (int bh = 0; bh < nb; bh++) {
+        float *W = scratch + (size_t)sf_thread_slot() * per_thread, *rs = W + (size_t)n * M, *cs = rs + n;
         const float *S = out->data + (size_t)bh * n * M, *G = out->grad + (size_t)bh * n * M;
         const float *Q = q->data + (size_t)bh * n * D, *L = l->data + (size_t)bh * M * D;
-        /* serial: n·M products between GEMMs of n·M·D; an OpenMP region here would leave its
-         * team spinning against OpenBLAS's threads */
         for (size_t i = 0; i < (size_t)n * M; i++) W[i] = G[i] * S[i];
         if (dq) {
             float *dQ = dq + (size_t)bh * n * D;
