@@ -166,6 +166,14 @@ static void test_conv(void) {
         sf_conv2d_set_direct(1);
         conv_paths_agree(&dw[i]);
     }
+    /* Grids large enough that a channel's batch is split into work items (3 + 2 and 4 + 1
+     * images), the first with one channel as SOFT's first V-conv: against im2col only (a
+     * gradient check at this size would take minutes). */
+    static const conv_case big[] = {
+        {"depthwise 3x3 s1 p1 68x68, batch items 3 + 2", 5, 2, 68, 68, 2, 3, 1, 1, 2, 1},
+        {"V-conv 9x9 p4 56x56 one channel, batch items 4 + 1", 5, 1, 56, 56, 1, 9, 1, 4, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) conv_paths_agree(&big[i]);
 }
 
 /* ---- avgpool ---- */

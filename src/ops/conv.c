@@ -156,81 +156,97 @@ static void dw_plane_forward(float *y, const float *x, const float *w, const con
         }
 }
 
-/* Stride-1 depthwise convolution, one channel at a time, in "padded-width" coordinates. The
- * channel's B planes are stacked, each zero-padded to (Hp, Wp) = (H + 2p, W + 2p), into one
- * (B·Hp, Wp) image. Output pixel (b, oi, oj) sits at o = (b·Hp + oi)·Wp + oj and tap (ki, kj)
- * reads the stacked input at o + ki·Wp + kj, which stays inside plane b's padded rows. So every
- * tap is one multiply-add over the contiguous run o ∈ [0, L), L = ((B − 1)·Hp + Ho − 1)·Wp + Wo
- * (entries outside the output pixels are scratch), instead of one short row at a time: 9
- * vector loops of ≈ B·Hp·Wp per 3×3 channel, whatever the grid (LPI runs on 4×4 to 28×28). */
+/* Stride-1 depthwise convolution in "padded-width" coordinates, one work item (a channel and
+ * a chunk of n images of the batch) at a time. The item's n planes are stacked, each
+ * zero-padded to (Hp, Wp) = (H + 2p, W + 2p), into one (n·Hp, Wp) image. Output pixel
+ * (j, oi, oj) of the chunk sits at o = (j·Hp + oi)·Wp + oj and tap (ki, kj) reads the stacked
+ * input at o + ki·Wp + kj, which stays inside plane j's padded rows. So every tap is one
+ * multiply-add over the contiguous run o ∈ [0, L), L = ((n − 1)·Hp + Ho − 1)·Wp + Wo (entries
+ * outside the output pixels are scratch), instead of one short row at a time: whatever the grid
+ * (LPI runs on 4×4 to 28×28, SOFT's V-conv on 14² to 56²). Chunks hold about DW_SPAN_FLOATS
+ * floats, so a stack stays in cache and a channel's batch (SOFT's V-conv has 1 channel of
+ * B·D images in its first stage) is still shared out over the threads. */
+#define DW_SPAN_FLOATS 16384
+
 typedef struct dw_span {
     int Hp, Wp;
-    size_t plane, L; /* Hp·Wp; the run length */
+    int chunk, chunks; /* images per item, items per channel */
+    size_t plane;      /* Hp·Wp */
 } dw_span;
 
 static dw_span dw_span_of(const conv_geom *c) {
-    dw_span d = {c->H + 2 * c->pad, c->W + 2 * c->pad, 0, 0};
+    dw_span d = {c->H + 2 * c->pad, c->W + 2 * c->pad, 0, 0, 0};
     d.plane = (size_t)d.Hp * d.Wp;
-    d.L = (size_t)(c->B - 1) * d.plane + (size_t)(c->Ho - 1) * d.Wp + c->Wo;
+    size_t n = DW_SPAN_FLOATS / d.plane;
+    d.chunk = n < 1 ? 1 : n > (size_t)c->B ? c->B : (int)n;
+    d.chunks = (c->B + d.chunk - 1) / d.chunk;
     return d;
 }
 
-/* xp (B·Hp, Wp) = channel ch of x (B, C, H, W), each plane with a zero border of width pad. */
-static void dw_stack(float *restrict xp, const float *restrict x, int ch, const conv_geom *c,
-                     const dw_span *d) {
-    memset(xp, 0, (size_t)c->B * d->plane * sizeof(float));
-    for (int bi = 0; bi < c->B; bi++) {
-        const float *src = x + ((size_t)bi * c->Cin + ch) * c->H * c->W;
-        float *dst = xp + bi * d->plane + (size_t)c->pad * d->Wp + c->pad;
+/* The run length for a chunk of n images. */
+static size_t dw_run(const conv_geom *c, const dw_span *d, int n) {
+    return (size_t)(n - 1) * d->plane + (size_t)(c->Ho - 1) * d->Wp + c->Wo;
+}
+
+/* xp (n·Hp, Wp) = images b0..b0+n of channel ch of x (B, C, H, W), zero border of width pad. */
+static void dw_stack(float *restrict xp, const float *restrict x, int ch, int b0, int n,
+                     const conv_geom *c, const dw_span *d) {
+    memset(xp, 0, (size_t)n * d->plane * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        const float *src = x + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
+        float *dst = xp + j * d->plane + (size_t)c->pad * d->Wp + c->pad;
         for (int i = 0; i < c->H; i++)
-            for (int j = 0; j < c->W; j++) dst[(size_t)i * d->Wp + j] = src[(size_t)i * c->W + j];
+            for (int jj = 0; jj < c->W; jj++) dst[(size_t)i * d->Wp + jj] = src[(size_t)i * c->W + jj];
     }
 }
 
-/* Channel ch of y (B, C, Ho, Wo) = Σ_taps w[ki, kj]·xp shifted; yw (L) is scratch. */
+/* Images b0..b0+n of channel ch of y (B, C, Ho, Wo) = Σ_taps w[ki, kj]·xp shifted; yw is scratch. */
 static void dw_span_forward(float *restrict y, float *restrict yw, const float *restrict xp,
-                            const float *restrict w, int ch, const conv_geom *c, const dw_span *d) {
-    memset(yw, 0, d->L * sizeof(float));
+                            const float *restrict w, int ch, int b0, int n, const conv_geom *c,
+                            const dw_span *d) {
+    const size_t L = dw_run(c, d, n);
+    memset(yw, 0, L * sizeof(float));
     for (int ki = 0; ki < c->kh; ki++)
         for (int kj = 0; kj < c->kw; kj++)
-            row_axpy(yw, xp + (size_t)ki * d->Wp + kj, w[ki * c->kw + kj], (int)d->L);
-    for (int bi = 0; bi < c->B; bi++) {
-        float *dst = y + ((size_t)bi * c->Cout + ch) * c->Ho * c->Wo;
-        const float *src = yw + bi * d->plane;
+            row_axpy(yw, xp + (size_t)ki * d->Wp + kj, w[ki * c->kw + kj], (int)L);
+    for (int j = 0; j < n; j++) {
+        float *dst = y + ((size_t)(b0 + j) * c->Cout + ch) * c->Ho * c->Wo;
+        const float *src = yw + j * d->plane;
         for (int oi = 0; oi < c->Ho; oi++)
             for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * c->Wo + oj] = src[(size_t)oi * d->Wp + oj];
     }
 }
 
-/* The adjoint for channel ch. gw (L) holds G (B, C, Ho, Wo)'s channel ch in padded-width
+/* The adjoint for one item. gw (L) holds G's images b0..b0+n of channel ch in padded-width
  * coordinates with zeros everywhere else, so scratch positions drop out of the sums:
- * dx += Σ_taps w[ki, kj]·(gw shifted back), through the stacked scratch dxp (B·Hp, Wp), and
- * dw[tap] += <gw, xp shifted>, over the run from dw_from (0; the last plane's start when
+ * dx += Σ_taps w[ki, kj]·(gw shifted back), through the stacked scratch dxp (n·Hp, Wp), and
+ * dw[tap] += <gw, xp shifted> over the run from dw_from (0; the last plane's start when
  * testing a broken backward). */
 static void dw_span_backward(float *restrict dx, float *restrict dw, float *restrict dxp,
                              float *restrict gw, const float *restrict xp, const float *restrict G,
-                             const float *restrict w, int ch, size_t dw_from, const conv_geom *c,
-                             const dw_span *d) {
-    memset(gw, 0, d->L * sizeof(float));
-    for (int bi = 0; bi < c->B; bi++) {
-        const float *src = G + ((size_t)bi * c->Cout + ch) * c->Ho * c->Wo;
-        float *dst = gw + bi * d->plane;
+                             const float *restrict w, int ch, int b0, int n, size_t dw_from,
+                             const conv_geom *c, const dw_span *d) {
+    const size_t L = dw_run(c, d, n);
+    memset(gw, 0, L * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        const float *src = G + ((size_t)(b0 + j) * c->Cout + ch) * c->Ho * c->Wo;
+        float *dst = gw + j * d->plane;
         for (int oi = 0; oi < c->Ho; oi++)
             for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * d->Wp + oj] = src[(size_t)oi * c->Wo + oj];
     }
-    if (dx) memset(dxp, 0, (size_t)c->B * d->plane * sizeof(float));
+    if (dx) memset(dxp, 0, (size_t)n * d->plane * sizeof(float));
     for (int ki = 0; ki < c->kh; ki++)
         for (int kj = 0; kj < c->kw; kj++) {
             const size_t off = (size_t)ki * d->Wp + kj;
-            if (dx) row_axpy(dxp + off, gw, w[ki * c->kw + kj], (int)d->L);
-            if (dw) dw[ki * c->kw + kj] += row_dot(gw + dw_from, xp + off + dw_from, (int)(d->L - dw_from));
+            if (dx) row_axpy(dxp + off, gw, w[ki * c->kw + kj], (int)L);
+            if (dw) dw[ki * c->kw + kj] += row_dot(gw + dw_from, xp + off + dw_from, (int)(L - dw_from));
         }
     if (dx)
-        for (int bi = 0; bi < c->B; bi++) {
-            float *dst = dx + ((size_t)bi * c->Cin + ch) * c->H * c->W;
-            const float *src = dxp + bi * d->plane + (size_t)c->pad * d->Wp + c->pad;
+        for (int j = 0; j < n; j++) {
+            float *dst = dx + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
+            const float *src = dxp + j * d->plane + (size_t)c->pad * d->Wp + c->pad;
             for (int i = 0; i < c->H; i++)
-                for (int j = 0; j < c->W; j++) dst[(size_t)i * c->W + j] += src[(size_t)i * d->Wp + j];
+                for (int jj = 0; jj < c->W; jj++) dst[(size_t)i * c->W + jj] += src[(size_t)i * d->Wp + jj];
         }
 }
 
@@ -252,15 +268,17 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
 
     if (direct && stride == 1) {
         const dw_span d = dw_span_of(&c);
-        const size_t per_thread = (size_t)c.B * d.plane + d.L;  // xp (B·Hp, Wp), yw (L)
-        float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * per_thread * sizeof(float));
+        const size_t stack = (size_t)d.chunk * d.plane;  // xp (chunk·Hp, Wp); yw fits in the same size
+        float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         {
-            float *xp = scratch + (size_t)sf_thread_slot() * per_thread, *yw = xp + (size_t)c.B * d.plane;
-#pragma omp for
-            for (int ch = 0; ch < c.Cout; ch++) {
-                dw_stack(xp, x->data, ch, &c, &d);
-                dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, &c, &d);
+            float *xp = scratch + (size_t)sf_thread_slot() * 2 * stack, *yw = xp + stack;
+#pragma omp for schedule(static)
+            for (int item = 0; item < c.Cout * d.chunks; item++) {
+                const int ch = item / d.chunks, b0 = (item % d.chunks) * d.chunk;
+                const int n = c.B - b0 < d.chunk ? c.B - b0 : d.chunk;
+                dw_stack(xp, x->data, ch, b0, n, &c, &d);
+                dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, b0, n, &c, &d);
             }
         }
     } else if (direct) {
@@ -324,23 +342,33 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     }
 
     if (direct && c.stride == 1) {
-        /* One thread per channel: it owns dw[ch] and the dx planes (·, ch). */
+        /* Items as in the forward. An item owns its dx planes; its dw sums go to its thread's
+         * own (Cout, k2) copy, added up after the loop (the broken variant keeps only the
+         * last image's). */
         const dw_span d = dw_span_of(&c);
-        const int k2 = c.kh * c.kw;
-        const size_t per_thread = (size_t)2 * c.B * d.plane + d.L;  // xp, dxp (B·Hp, Wp), gw (L)
-        const size_t dw_from = broken ? (size_t)(c.B - 1) * d.plane : 0;
-        float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * per_thread * sizeof(float));
+        const int k2 = c.kh * c.kw, slots = sf_thread_slots();
+        const size_t stack = (size_t)d.chunk * d.plane;  // xp, dxp (chunk·Hp, Wp), gw (≤ stack)
+        float *scratch = sf_arena_alloc(&g->arena, (size_t)slots * 3 * stack * sizeof(float));
+        float *dw_part = dw ? sf_arena_calloc(&g->arena, (size_t)slots * c.Cout * k2 * sizeof(float)) : NULL;
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
         {
-            float *xp = scratch + (size_t)sf_thread_slot() * per_thread;
-            float *dxp = xp + (size_t)c.B * d.plane, *gw = dxp + (size_t)c.B * d.plane;
-#pragma omp for
-            for (int ch = 0; ch < c.Cout; ch++) {
-                if (dw) dw_stack(xp, x->data, ch, &c, &d);
-                dw_span_backward(dx, dw ? dw + (size_t)ch * k2 : NULL, dxp, gw, xp, G, w->data + (size_t)ch * k2, ch,
-                                 dw_from, &c, &d);
+            const int slot = sf_thread_slot();
+            float *xp = scratch + (size_t)slot * 3 * stack, *dxp = xp + stack, *gw = dxp + stack;
+#pragma omp for schedule(static)
+            for (int item = 0; item < c.Cout * d.chunks; item++) {
+                const int ch = item / d.chunks, b0 = (item % d.chunks) * d.chunk;
+                const int n = c.B - b0 < d.chunk ? c.B - b0 : d.chunk;
+                const int has_last = b0 + n == c.B;
+                float *dwi = dw && (!broken || has_last) ? dw_part + ((size_t)slot * c.Cout + ch) * k2 : NULL;
+                if (!dx && !dwi) continue;
+                if (dwi) dw_stack(xp, x->data, ch, b0, n, &c, &d);
+                dw_span_backward(dx, dwi, dxp, gw, xp, G, w->data + (size_t)ch * k2, ch, b0, n,
+                                 broken ? (size_t)(n - 1) * d.plane : 0, &c, &d);
             }
         }
+        if (dw)
+            for (int t = 0; t < slots; t++)
+                for (int i = 0; i < c.Cout * k2; i++) dw[i] += dw_part[(size_t)t * c.Cout * k2 + i];
         return;
     }
     if (direct) {
