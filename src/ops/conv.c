@@ -250,6 +250,16 @@ static void dw_span_backward(float *restrict dx, float *restrict dw, float *rest
         }
 }
 
+/* The im2col path threads either inside each product (sf_gemm splits products of at least
+ * 2^20 multiply-adds) or, when one image's products are smaller than that (the Fashion-MNIST
+ * stem: 16×16 to 4×4 outputs), across the images: one image per thread at a time, each with
+ * its own column buffer and its own dW sum. */
+#define CONV_IMAGE_PAR_MACS ((size_t)1 << 20)
+
+static int conv_image_parallel(const conv_geom *c, int K) {
+    return c->B > 1 && (size_t)c->Cout * c->Ho * c->Wo * K < CONV_IMAGE_PAR_MACS;
+}
+
 sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
                      int groups) {
     char bx[64], bw[64];
@@ -287,17 +297,22 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
             dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
                              w->data + (size_t)(p % c.Cout) * c.kh * c.kw, &c);
     } else {
-        /* One column buffer, reused for every (b, group): arena scratch, no malloc. */
-        float *cols = conv_is_pointwise(&c)
-                          ? NULL
-                          : sf_arena_alloc(&g->arena, (size_t)K * HoWo * sizeof(float));  // (K, HoWo)
-        for (int bi = 0; bi < c.B; bi++)
+        /* Column buffers, reused for every (b, group): arena scratch, one per thread when the
+         * images are shared out. */
+        const int image_par = conv_image_parallel(&c, K);
+        const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
+        float *cols = per_slot ? sf_arena_alloc(&g->arena, (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float))
+                               : NULL;
+#pragma omp parallel for if (image_par)
+        for (int bi = 0; bi < c.B; bi++) {
+            float *cb = cols ? cols + (image_par ? (size_t)sf_thread_slot() * per_slot : 0) : NULL;
             for (int gr = 0; gr < groups; gr++) {
                 const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
-                if (cols) im2col(cols, xg, c.Cg, &c);
-                sf_gemm(0, 0, c.Og, HoWo, K, 1.0f, w->data + (size_t)gr * c.Og * K, cols ? cols : xg,
+                if (cb) im2col(cb, xg, c.Cg, &c);
+                sf_gemm(0, 0, c.Og, HoWo, K, 1.0f, w->data + (size_t)gr * c.Og * K, cb ? cb : xg,
                         0.0f, out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
             }
+        }
     }
     if (b) {
 #pragma omp parallel for if (out->numel > 32768)
@@ -428,13 +443,18 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         return;
     }
 
-    const int pointwise = conv_is_pointwise(&c);
-    float *cols = NULL, *dcols = NULL;
-    if (!pointwise) {
-        cols = sf_arena_alloc(&g->arena, (size_t)2 * K * HoWo * sizeof(float));  // (K, HoWo)
-        dcols = cols + (size_t)K * HoWo;                                          // (K, HoWo)
-    }
-    for (int bi = 0; bi < c.B; bi++)
+    const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
+    const int slots = image_par ? sf_thread_slots() : 1;
+    const size_t per_slot = pointwise ? 0 : (size_t)2 * K * HoWo;  // cols, dcols (K, HoWo)
+    float *scratch = per_slot ? sf_arena_alloc(&g->arena, (size_t)slots * per_slot * sizeof(float)) : NULL;
+    /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
+    const size_t wsize = (size_t)c.Cout * K;
+    float *dw_part = dw && image_par ? sf_arena_calloc(&g->arena, (size_t)slots * wsize * sizeof(float)) : NULL;
+#pragma omp parallel for if (image_par)
+    for (int bi = 0; bi < c.B; bi++) {
+        const int slot = image_par ? sf_thread_slot() : 0;
+        float *cols = scratch ? scratch + (size_t)slot * per_slot : NULL, *dcols = cols ? cols + (size_t)K * HoWo : NULL;
+        float *dwt = dw_part ? dw_part + (size_t)slot * wsize : dw;
         for (int gr = 0; gr < c.groups; gr++) {
             const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
             const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
@@ -442,7 +462,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
             if (dw && !(broken && bi != c.B - 1)) {
                 if (!pointwise) im2col(cols, x->data + xoff, c.Cg, &c);
                 sf_gemm(0, 1, c.Og, K, HoWo, 1.0f, Gbg, pointwise ? x->data + xoff : cols, 1.0f,
-                        dw + (size_t)gr * c.Og * K);
+                        dwt + (size_t)gr * c.Og * K);
             }
             if (dx) {
                 if (pointwise) {
@@ -453,6 +473,10 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                 }
             }
         }
+    }
+    if (dw_part)
+        for (int t = 0; t < slots; t++)
+            for (size_t i = 0; i < wsize; i++) dw[i] += dw_part[(size_t)t * wsize + i];
 }
 
 /* ---- average pooling (docs/math/soft_conv_norm.md#average-pooling) ---- */
