@@ -291,6 +291,11 @@ static sf_tensor *build_bn(sf_ctx *g, sf_tensor **in, void *u) {
     return sf_batchnorm2d(g, in[0], in[1], in[2], a->rm, a->rv, a->nb, a->eps, a->momentum);
 }
 
+/* x feeds the op twice, so the second backward adds to the dx the first one wrote. */
+static sf_tensor *build_bn_twice(sf_ctx *g, sf_tensor **in, void *u) {
+    return sf_add(g, build_bn(g, in, u), sf_scale(g, build_bn(g, in, u), 3.0f));
+}
+
 static void test_batchnorm(void) {
     sf_rng r;
     sf_rng_seed(&r, 17);
@@ -368,6 +373,9 @@ static void test_batchnorm(void) {
               (gc_opts){.tol = 1e-2f, .training = 0});
     sf_tensor *in2[3] = {x, NULL, NULL};
     gradcheck("batchnorm2d train, no affine", build_bn, &a, in2, 1, (gc_opts){.tol = 1e-2f, .training = 1});
+    gradcheck("batchnorm2d train, x used twice: bn(x) + 3 bn(x)", build_bn_twice, &a, in, 3,
+              (gc_opts){.tol = 1e-2f, .training = 1});
+    gradcheck("batchnorm2d eval, x used twice", build_bn_twice, &a, in, 3, (gc_opts){.tol = 1e-2f, .training = 0});
     /* channels > threads and planes large enough for the parallel loops */
     sf_tensor *xb = gc_leaf(4, (int[]){4, 8, 16, 16}, 1), *wb = gc_leaf(1, (int[]){8}, 1),
               *bb = gc_leaf(1, (int[]){8}, 1);
