@@ -392,6 +392,13 @@ static void test_nr_residual(void) {
            ill_more);
     CHECK(well < 1e-6f, "residual for A ~ I: %.3g", well);
     CHECK(ill > 1e-4f && ill > 100 * well, "residual for an ill-conditioned A: %.3g", ill);
+    /* A diverging matrix early in the batch (an infinite entry: the iteration turns it into
+     * NaN) must stay visible in the residual, whatever follows it. */
+    kernel_matrices(A->data, 2, M, D, 2.0f, &r);
+    A->data[0] = INFINITY;
+    sf_nr_pinv(&g, A, 20, SF_NR_MASTER);
+    CHECK(isnan(sf_nr_last_residual()), "a diverging matrix first in the batch gives a NaN residual (got %.3g)",
+          sf_nr_last_residual());
     CHECK(ill_more < 1e-4f && ill_more < ill / 10, "more iterations must shrink it: %.3g", ill_more);
     sf_ctx_free(&g);
     gc_leaf_free(A);

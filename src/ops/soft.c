@@ -219,6 +219,9 @@ static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init,
     return den > 0 ? (float)sqrt(num / den) : 0.0f;
 }
 
+/* Whether residual r replaces the worst so far: a NaN wins and stays, so the log shows it. */
+static int nr_worse(float r, float worst) { return !isnan(worst) && (isnan(r) || r > worst); }
+
 /* Y = NR(A) for every matrix of a (count, M, M) buffer; records the worst residual. */
 static void nr_all(sf_ctx *g, float *Y, const float *A, int count, int M, int iters,
                    sf_nr_init init) {
@@ -235,10 +238,10 @@ static void nr_all(sf_ctx *g, float *Y, const float *A, int count, int M, int it
 #pragma omp for
         for (int b = 0; b < count; b++) {
             float r = nr_one(Y + (size_t)b * M * M, A + (size_t)b * M * M, M, iters, init, s);
-            if (!(r <= mine)) mine = r;  // a NaN residual is kept, so the log shows it
+            if (nr_worse(r, mine)) mine = r;
         }
 #pragma omp critical(nr_worst)
-        if (!(mine <= worst)) worst = mine;
+        if (nr_worse(mine, worst)) worst = mine;
     }
     nr_residual_last = worst;
 }
