@@ -146,9 +146,9 @@ static void test_conv(void) {
         {"1x1 (pointwise)", 2, 5, 4, 3, 3, 1, 1, 0, 1, 1},
         {"1x1 s2", 2, 5, 5, 7, 3, 1, 2, 0, 1, 1},
         {"3x3 s2 p1 groups 2 (not depthwise)", 2, 4, 6, 5, 6, 3, 2, 1, 2, 1},
-        /* the cases above share images out over threads; this one is large enough (1.5 M
-         * multiply-adds per image) to thread inside each product instead */
-        {"3x3 s1 p1 16->32 on 18x18 (threads inside each product)", 2, 16, 18, 18, 32, 3, 1, 1, 1, 1},
+        /* the cases above share images out over threads; one image threads inside its
+         * products instead (1.5 M multiply-adds: large enough for sf_gemm to split) */
+        {"3x3 s1 p1 16->32 on 18x18, one image (threads inside each product)", 1, 16, 18, 18, 32, 3, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv_check(&cases[i], "im2col");
 
