@@ -13,6 +13,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from nr_torch import nr_master  # SOFT master-code iteration
+
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 41
 torch.set_num_threads(int(os.environ.get("SFVIT_THREADS", "2")))
 torch.manual_seed(11)
@@ -25,16 +27,6 @@ def l1n(t):
 def gauss(q, l):
     d2 = (q * q).sum(-1, keepdim=True) + (l * l).sum(-1).unsqueeze(-2) - 2.0 * (q @ l.transpose(-1, -2))
     return torch.exp(-0.5 * d2)
-
-
-def nr_master(a, iters=20):
-    M = a.shape[-1]
-    p = a + 0.01 * torch.eye(M, dtype=a.dtype)
-    alpha = 0.9 * 2.0 / a.sum(-1).max(-1).values ** 2
-    v = alpha[..., None, None] * p
-    for _ in range(iters):
-        v = 2 * v - v @ (p @ v)
-    return v
 
 
 def core(kind, q, k, v, temp):

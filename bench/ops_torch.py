@@ -16,6 +16,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from nr_torch import nr_master  # SOFT master-code iteration, backward -Y^T G Y^T
+
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 9
 FILTER = sys.argv[2] if len(sys.argv) > 2 else None
 THREADS = int(os.environ.get("SFVIT_THREADS", "2"))
@@ -52,31 +54,6 @@ def gauss(q, l):
     # ||q||^2 + ||l||^2 - 2 q.l, as the official SOFT kernel computes it (one GEMM)
     d2 = (q * q).sum(-1, keepdim=True) + (l * l).sum(-1).unsqueeze(-2) - 2.0 * (q @ l.transpose(-1, -2))
     return torch.exp(-0.5 * d2)
-
-
-def nr_master(a, iters=20):
-    # SOFT/kernel/inverse.py: P = A + 0.01 I, alpha = 0.9 * 2 / (max row sum)^2 per matrix;
-    # backward -Y^T G Y^T through a custom function, as the official code does.
-    return NRInverse.apply(a, iters)
-
-
-class NRInverse(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, iters):
-        M = a.shape[-1]
-        p = a + 0.01 * torch.eye(M, dtype=a.dtype)
-        alpha = 0.9 * 2.0 / a.sum(-1).max(-1).values ** 2
-        v = alpha[..., None, None] * p
-        for _ in range(iters):
-            v = 2 * v - v @ (p @ v)
-        ctx.save_for_backward(v)
-        return v
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        yt = y.transpose(-1, -2)
-        return -(yt @ g @ yt), None
 
 
 def soft(x):

@@ -28,32 +28,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "golden"))
 sys.path.insert(0, HERE)
 import models as golden  # noqa: E402  (sets float64 as default dtype: reset below)
 import fmnist_torch  # noqa: E402
+import nr_torch  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
 
 
-class NRInverse(torch.autograd.Function):
-    """SOFT master code: P = A + 0.01 I, alpha = 0.9 * 2 / (max row sum)^2, 20 iterations."""
-
-    @staticmethod
-    def forward(ctx, a, iters):
-        M = a.shape[-1]
-        p = a + 0.01 * torch.eye(M, dtype=a.dtype)
-        alpha = 0.9 * 2.0 / a.sum(-1).max(-1).values ** 2
-        v = alpha[..., None, None] * p
-        for _ in range(iters):
-            v = 2 * v - v @ (p @ v)
-        ctx.save_for_backward(v)
-        return v
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        yt = y.transpose(-1, -2)
-        return -(yt @ g @ yt), None
-
-
-golden.newton_inverse = lambda a, iters: NRInverse.apply(a, iters)
+golden.newton_inverse = nr_torch.nr_master
 
 
 # float32 Fourier features for the reference XCiT: importing fmnist_torch installs
