@@ -19,3 +19,20 @@ idx_head() { # src.gz dst.gz N record_bytes dims ('\x03' images, '\x01' labels)
 # The tensor bytes of a safetensors file (after the 8-byte length and the JSON header, whose
 # metadata names the run and so differs between runs).
 tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1" | md5sum; }
+
+# fm/{train,val} in the working folder: the first N_TRAIN training and N_VAL test images of
+# Debian's Fashion-MNIST, imported with `sfvit data import-idx` (two checks). A missing
+# dataset package fails the whole test.
+fmnist_subset() { # SFVIT_BINARY SOURCE_ROOT N_TRAIN N_VAL
+  local sfvit=$1 names=$2/train/configs/fmnist_classes.txt n_tr=$3 n_va=$4
+  local fm=/usr/share/datasets/fashion-mnist
+  if [ ! -f $fm/train-images-idx3-ubyte.gz ]; then
+    echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
+  fi
+  idx_head $fm/train-images-idx3-ubyte.gz tr-img.gz "$n_tr" 784 '\x03'
+  idx_head $fm/train-labels-idx1-ubyte.gz tr-lab.gz "$n_tr" 1 '\x01'
+  idx_head $fm/t10k-images-idx3-ubyte.gz va-img.gz "$n_va" 784 '\x03'
+  idx_head $fm/t10k-labels-idx1-ubyte.gz va-lab.gz "$n_va" 1 '\x01'
+  check "data import-idx train ($n_tr images)" "$sfvit" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$names"
+  check "data import-idx val ($n_va images)" "$sfvit" data import-idx va-img.gz va-lab.gz fm/val --classes "$names"
+}

@@ -6,23 +6,13 @@
 set -uo pipefail
 SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
-FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-cli-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
 source "$ROOT/tests/lib.sh"
 
 
-if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
-fi
-idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz 2048 784 '\x03'
-idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz 2048 1 '\x01'
-idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 512 784 '\x03'
-idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 512 1 '\x01'
-NAMES=$ROOT/train/configs/fmnist_classes.txt
-check "data import-idx train" "$SFVIT" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$NAMES"
-check "data import-idx val" "$SFVIT" data import-idx va-img.gz va-lab.gz fm/val --classes "$NAMES"
+fmnist_subset "$SFVIT" "$ROOT" 2048 512
 check "2048 train PNGs" test "$(find fm/train -name '*.png' | wc -l)" -eq 2048
 check "data check" "$SFVIT" data check fm
 BASE=$ROOT/train/configs/fmnist_tiny.yaml

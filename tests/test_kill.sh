@@ -11,7 +11,6 @@
 set -uo pipefail
 SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
-FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-kill-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
 cd "$W"
@@ -19,16 +18,7 @@ source "$ROOT/tests/lib.sh"
 
 if [ "${SFVIT_SLOW_TESTS:-0}" = 1 ]; then KILLS=200 EPOCHS=40; else KILLS=24 EPOCHS=8; fi
 
-if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
-fi
-idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz 512 784 '\x03'
-idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz 512 1 '\x01'
-idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 64 784 '\x03'
-idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 64 1 '\x01'
-NAMES=$ROOT/train/configs/fmnist_classes.txt
-"$SFVIT" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$NAMES" > /dev/null || bad "import train"
-"$SFVIT" data import-idx va-img.gz va-lab.gz fm/val --classes "$NAMES" > /dev/null || bad "import val"
+fmnist_subset "$SFVIT" "$ROOT" 512 64
 BASE=$ROOT/train/configs/fmnist_tiny.yaml
 # 16 steps per epoch, a checkpoint after every step.
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=4 train.batch_size=32

@@ -10,7 +10,6 @@
 set -uo pipefail
 SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
-FM=/usr/share/datasets/fashion-mnist
 if ! command -v mpirun > /dev/null || ! ldd "$SFVIT" | grep libmpi > /dev/null; then  # grep -q would SIGPIPE ldd under pipefail
   echo "skipped: sfvit was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
   exit 77
@@ -35,16 +34,7 @@ if ldd "$SFVIT" | grep libasan > /dev/null; then
 fi
 
 # ---- a small real dataset: 512 train, 250 val (250 is not divisible by the batch or ranks) ----
-if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
-fi
-idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz 512 784 '\x03'
-idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz 512 1 '\x01'
-idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 250 784 '\x03'
-idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 250 1 '\x01'
-NAMES=$ROOT/train/configs/fmnist_classes.txt
-"$SFVIT" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$NAMES" > /dev/null &&
-  "$SFVIT" data import-idx va-img.gz va-lab.gz fm/val --classes "$NAMES" > /dev/null
+fmnist_subset "$SFVIT" "$ROOT" 512 250
 check "dataset imported" test "$(find fm -name '*.png' | wc -l)" -eq 762
 
 # ---- comparisons ----

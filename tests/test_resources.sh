@@ -7,7 +7,6 @@
 set -uo pipefail
 SFVIT=$(realpath "$1")
 ROOT=$(realpath "$2")
-FM=/usr/share/datasets/fashion-mnist
 W=$(mktemp -d /tmp/sfvit-res-XXXXXX)
 MNT=""
 cleanup() { [ -n "$MNT" ] && umount "$MNT" 2> /dev/null; [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || rm -rf "$W"; }
@@ -16,16 +15,7 @@ cd "$W"
 source "$ROOT/tests/lib.sh"
 skip() { echo "skip $* (not counted)"; }
 
-if [ ! -f $FM/train-images-idx3-ubyte.gz ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1
-fi
-idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz 256 784 '\x03'
-idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz 256 1 '\x01'
-idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 64 784 '\x03'
-idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 64 1 '\x01'
-NAMES=$ROOT/train/configs/fmnist_classes.txt
-"$SFVIT" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$NAMES" > /dev/null || bad "import train"
-"$SFVIT" data import-idx va-img.gz va-lab.gz fm/val --classes "$NAMES" > /dev/null || bad "import val"
+fmnist_subset "$SFVIT" "$ROOT" 256 64
 BASE=$ROOT/train/configs/fmnist_tiny.yaml
 COMMON=(data.root=$W/fm train.threads=1 data.workers=1 train.batch_size=32 train.eval_batch_size=64
         train.save_every_steps=1 train.log_every=1)
