@@ -306,6 +306,16 @@ double sf_model_macs(const sf_model_cfg *cfg) {
     return s;
 }
 
+/* exp() per image: softmax (MSA, XCA, class attention) plus the SOFT Gaussian kernel. */
+double sf_model_exp_count(const sf_model_cfg *cfg) {
+    info_table t;
+    if (build_table(cfg, &t)) return 0;
+    double s = 0;
+    for (int i = 0; i < t.n; i++) s += t.rows[i].softmax_exp + t.rows[i].kernel_exp;
+    free(t.rows);
+    return s;
+}
+
 /* 1234567 -> "1,234,567" */
 static const char *commas(char *buf, double v) {
     char raw[32];

@@ -76,6 +76,8 @@ void sf_model_info(const sf_model_cfg *cfg, FILE *f);
 /* Totals used by tests: trainable parameters and forward MACs per image. */
 size_t sf_model_param_count(const sf_model_cfg *cfg);
 double sf_model_macs(const sf_model_cfg *cfg);
+/* exp() calls per image (softmax and SOFT kernel), as `sfvit info` counts them. */
+double sf_model_exp_count(const sf_model_cfg *cfg);
 
 /* SimA order used by every SimA block from the next forward on (eval-time switch; the
  * class-attention row always uses (q̂₀K̂ᵀ)V, its cheaper order). */
