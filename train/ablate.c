@@ -430,10 +430,6 @@ enum { RUN_DONE = 0, RUN_ERROR = 1, RUN_INTERRUPTED = 2 };
 /* Trains one cell (resuming its last.safetensors if an earlier process left one). */
 static int cell_run(const study *s, cell *c) {
     sf_config cfg = cell_config(s, c);
-    if (cell_check_config(s, c, &cfg) != 0) {
-        c->status = CELL_ERROR;
-        return RUN_ERROR;
-    }
     char last[SF_PATH_MAX + 64], path[SF_PATH_MAX + 64];
     snprintf(last, sizeof last, "%s/last.safetensors", c->dir);
     const int resume = file_exists(last);
@@ -644,6 +640,11 @@ int sf_cmd_ablate(int argc, char **argv) {
     for (int i = 0; i < s.n_cells && !interrupted; i++) {
         cell *c = &s.cells[i];
         const char *name = s.variants[c->variant].name;
+        const sf_config cfg = cell_config(&s, c);
+        if (cell_check_config(&s, c, &cfg) != 0) {  // another study's folder: leave it as it is
+            study_free(&s);
+            return 1;
+        }
         if (cell_read_result(c) == 0) {
             printf("=== cell %d/%d: %s seed %llu: finished earlier, not run again\n", i + 1, s.n_cells, name, c->seed);
             continue;

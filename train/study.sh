@@ -6,7 +6,7 @@
 #   kinds  SimA, MSA (ViT layout), XCA, SimA (XCiT layout) and SOFT at width 64, 4 blocks
 # Usage: bash train/study.sh [DATA_ROOT] [key=value ...]
 #   DATA_ROOT: any ImageNet-format folder (DATA_ROOT/{train,val}/<class>/*); default: a
-#   5,000 / 2,000-image subset of Debian's Fashion-MNIST made in data/fmnist_study. The class
+#   10,000 / 2,000-image subset of Debian's Fashion-MNIST made in data/fmnist_study. The class
 #   count is read from the folder. key=value overrides go to every run (e.g. train.threads=2).
 # Environment: SEEDS (default 3), OUT (default runs/study), FIGURES (default docs/figures).
 # Re-running the same command continues an interrupted study: finished cells are not re-run.
@@ -18,7 +18,7 @@ root=data/fmnist_study/fm
 if [ $# -gt 0 ] && [[ "$1" != *=* ]]; then root=$1; shift; fi
 if [ "$root" = data/fmnist_study/fm ] && [ ! -f data/fmnist_study/.complete ]; then
   rm -rf data/fmnist_study && mkdir -p data/fmnist_study
-  (cd data/fmnist_study && source ../../tests/lib.sh && fmnist_subset "$sfvit" ../.. 5000 2000 && rm -f ./*.gz)
+  (cd data/fmnist_study && source ../../tests/lib.sh && fmnist_subset "$sfvit" ../.. 10000 2000 && rm -f ./*.gz)
   touch data/fmnist_study/.complete
 fi
 classes=$(find "$root/train" -mindepth 1 -maxdepth 1 -type d | wc -l)
