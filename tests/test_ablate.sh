@@ -57,7 +57,7 @@ for v in attn_norm=l1,lr=1e-3 attn_norm=none,lr=1e-3; do
   check "$v: mean ± std in ablation.md" grep -q "^| $v | $mf ± $sf |" $D/ablation.md
 done
 check "ablation.csv: counts and status of a finished variant" \
-  grep -q '^"attn_norm=l1,lr=1e-3",2,2,0,.*,ok$' $D/ablation.csv
+  grep -q '^"attn_norm=l1,lr=1e-3",2,2,0,.*,"ok"$' $D/ablation.csv
 check "ablation.md: exp() and MACs columns" grep -q '| train img/s | params | MMACs/img | exp()/img |' $D/ablation.md
 
 # ---- the same command again: nothing is re-run ----

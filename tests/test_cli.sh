@@ -87,7 +87,7 @@ out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=abl model.attn_norm=l1,l
 check "ablate exits 0" test $rc -eq 0
 check "ablation.md written" test -s runs/abl/ablation.md
 check "ablation.csv has 3 variants" test "$(tail -n +2 runs/abl/ablation.csv | wc -l)" -eq 3
-check "ablation rows carry a status" test "$(tail -n +2 runs/abl/ablation.csv | grep -cE ',(ok|diverged at step [0-9]+)$')" -eq 3
+check "ablation rows carry a status" test "$(tail -n +2 runs/abl/ablation.csv | grep -cE ',"(ok|diverged at step [0-9]+)"$')" -eq 3
 
 # ---- info, viz ----
 for m in deit_tiny deit_small xcit_small_12_p16 soft_tiny; do

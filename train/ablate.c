@@ -552,7 +552,7 @@ static void fill_markdown(FILE *f, const void *arg) {
         fprintf(f, "| %s | %s | %s | %d/%d | %s | %.0f | %.2f | %.0f | %s |\n", var->name,
                 fmt_mean_std(a, sizeof a, &vs, vs.final_mean, vs.final_std),
                 fmt_mean_std(b, sizeof b, &vs, vs.best_mean, vs.best_std), vs.ok, s->seeds,
-                fmt_num(c3, sizeof c3, "%.0f", vs.img_s), var->params, var->macs / 1e6, var->exps, vs.status);
+                isfinite(vs.img_s) ? fmt_num(c3, sizeof c3, "%.0f", vs.img_s) : "–", var->params, var->macs / 1e6, var->exps, vs.status);
     }
     fprintf(f, "\n## Runs\n\n| variant | seed | final top-1 | best top-1 | epochs | train img/s | time (s) | status |\n");
     fprintf(f, "|---|---|---|---|---|---|---|---|\n");
@@ -584,7 +584,7 @@ static void fill_csv(FILE *f, const void *arg) {
             csv_number(f, i == 4 ? "%.1f" : "%.4f", cols[i]);
             fputc(',', f);
         }
-        fprintf(f, "%.0f,%.0f,%.0f,%s\n", var->params, var->macs, var->exps, vs.status);
+        fprintf(f, "%.0f,%.0f,%.0f,\"%s\"\n", var->params, var->macs, var->exps, vs.status);  // "1/3 diverged at step 5, 9"
     }
 }
 

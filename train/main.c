@@ -12,7 +12,9 @@ static void usage(FILE *f) {
             "  train CONFIG.yaml [key=value ...]     train (or: train --resume RUN_DIR)\n"
             "  eval CKPT --data DIR                  evaluate a checkpoint (top-1, top-5)\n"
             "  info MODEL|CONFIG [key=value ...]     params, MACs, exp() counts, block table\n"
-            "  ablate BASE.yaml key=a,b [...]        run a grid of variants, write ablation.md\n"
+            "  ablate BASE.yaml key=a,b [...] [--seeds N]   a grid of variants x seeds, ablation.md/csv\n"
+            "  plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
+            "  plot ABLATION_DIR -o bars.png         an ablation's variants with error bars (PNG)\n"
             "  bench CONFIG [key=value ...]          time training and inference steps\n"
             "  dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n"
             "  viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
@@ -51,6 +53,7 @@ int main(int argc, char **argv) {
     } commands[] = {
         {"train", sf_cmd_train}, {"eval", sf_cmd_eval}, {"info", sf_cmd_info},   {"ablate", sf_cmd_ablate},
         {"bench", sf_cmd_bench}, {"dump", sf_cmd_dump}, {"viz", sf_cmd_viz},     {"data", sf_cmd_data},
+        {"plot", sf_cmd_plot},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
