@@ -570,7 +570,7 @@ static int plot_ablation(const char *dir, const char *out) {
     sf_image im = {BARS_W, p.y1 + 80, 3, NULL};
     im.px = sf_malloc((size_t)im.w * im.h * 3);
     memset(im.px, 255, (size_t)im.w * im.h * 3);
-    char title[SF_PATH_MAX + 128], buf[128];
+    char title[SF_PATH_MAX + 128], buf[320];
     run_label(dir, buf, sizeof buf);
     snprintf(title, sizeof title, "%s: final val top-1 (%%), mean ± std over seeds, dots = seeds", buf);
     draw_text(&im, 30, 20, title, BLACK);
