@@ -435,6 +435,24 @@ static void draw_curves_panel(sf_image *im, panel p, const run_curves *runs, int
 
 enum { CURVES_W = 1280, PANEL_H = 380, MARGIN_L = 90, MARGIN_T = 50, LEGEND_ROW = 26 };
 
+/* The line styles (val solid, train dashed), then a colour swatch and a name per run. */
+static void draw_legend(sf_image *im, int y, const run_curves *runs, int n_runs) {
+    draw_line(im, MARGIN_L, y + TEXT_H / 2, MARGIN_L + 40, y + TEXT_H / 2, AXIS, 3, 0);
+    int x = MARGIN_L + 50 + draw_text(im, MARGIN_L + 50, y, "val", AXIS) + 40;
+    draw_line(im, x, y + TEXT_H / 2, x + 40, y + TEXT_H / 2, AXIS, 3, 10);
+    draw_text(im, x + 50, y, "train", AXIS);
+    for (int i = 0; i < n_runs; i++) {
+        y += LEGEND_ROW;
+        fill_rect(im, MARGIN_L, y + 2, MARGIN_L + 40, y + TEXT_H - 3, PALETTE[i % 10]);
+        char label[224];
+        if (runs[i].diverged_step >= 0)
+            snprintf(label, sizeof label, "%s  (NaN at step %ld)", runs[i].label, runs[i].diverged_step);
+        else
+            snprintf(label, sizeof label, "%s", runs[i].label);
+        draw_text(im, MARGIN_L + 50, y, label, runs[i].diverged_step >= 0 ? RED : BLACK);
+    }
+}
+
 static int plot_runs(char **dirs, int n_runs, const char *out) {
     run_curves *runs = sf_calloc((size_t)n_runs, sizeof(run_curves));
     int rc = 0;
@@ -451,21 +469,7 @@ static int plot_runs(char **dirs, int n_runs, const char *out) {
         right.x1 = right.x0 + pw;
         draw_curves_panel(&im, left, runs, n_runs, SERIES_TRAIN_LOSS, SERIES_VAL_LOSS, "loss (cross-entropy)");
         draw_curves_panel(&im, right, runs, n_runs, SERIES_TRAIN_TOP1, SERIES_VAL_TOP1, "top-1 (%)");
-        int y = MARGIN_T + PANEL_H + 70;
-        draw_line(&im, MARGIN_L, y + TEXT_H / 2, MARGIN_L + 40, y + TEXT_H / 2, AXIS, 3, 0);
-        int x = MARGIN_L + 50 + draw_text(&im, MARGIN_L + 50, y, "val", AXIS) + 40;
-        draw_line(&im, x, y + TEXT_H / 2, x + 40, y + TEXT_H / 2, AXIS, 3, 10);
-        draw_text(&im, x + 50, y, "train", AXIS);
-        for (int i = 0; i < n_runs; i++) {
-            y += LEGEND_ROW;
-            fill_rect(&im, MARGIN_L, y + 2, MARGIN_L + 40, y + TEXT_H - 3, PALETTE[i % 10]);
-            char label[224];
-            if (runs[i].diverged_step >= 0)
-                snprintf(label, sizeof label, "%s  (NaN at step %ld)", runs[i].label, runs[i].diverged_step);
-            else
-                snprintf(label, sizeof label, "%s", runs[i].label);
-            draw_text(&im, MARGIN_L + 50, y, label, runs[i].diverged_step >= 0 ? RED : BLACK);
-        }
+        draw_legend(&im, MARGIN_T + PANEL_H + 70, runs, n_runs);
         rc = sf_image_write_png(out, &im);
         free(im.px);
         if (rc == 0) printf("wrote %s (%dx%d): %d run%s\n", out, im.w, im.h, n_runs, n_runs > 1 ? "s" : "");
@@ -538,6 +542,39 @@ static int bars_read(const char *dir, bar **out, int *n_out) {
 
 enum { BARS_W = 1200, BAR_ROW = 40, BAR_H = 24 };
 
+/* Variant i: its name, a bar to the mean with a ± std error bar and a dot per seed, the value;
+ * a variant without a finished seed gets its status instead (red NaN when seeds diverged). */
+static void draw_bar_row(sf_image *im, const panel *p, const bar *bi, int i) {
+    const int yc = p->y0 + 10 + i * BAR_ROW + BAR_H / 2;
+    char buf[320];
+    const rgb c = PALETTE[i % 10];
+    draw_text(im, p->x0 - 20 - text_width(bi->name), yc - TEXT_H / 2, bi->name, BLACK);
+    if (!isfinite(bi->mean)) {  // every seed diverged, or none has finished yet
+        const int nan = strstr(bi->status, "diverged") != NULL;
+        snprintf(buf, sizeof buf, "%s%s", nan ? "NaN: " : "", bi->status);
+        draw_text(im, p->x0 + 10, yc - TEXT_H / 2, buf, nan ? RED : AXIS);
+        return;
+    }
+    fill_rect(im, p->x0, yc - BAR_H / 2, px_x(p, bi->mean), yc + BAR_H / 2, c);
+    if (isfinite(bi->std)) {
+        int xa = px_x(p, bi->mean - bi->std), xb = px_x(p, bi->mean + bi->std);
+        draw_line(im, xa, yc, xb, yc, BLACK, 2, 0);
+        draw_line(im, xa, yc - 8, xa, yc + 8, BLACK, 2, 0);
+        draw_line(im, xb, yc - 8, xb, yc + 8, BLACK, 2, 0);
+    }
+    for (int k = 0; k < bi->n_seed; k++) {
+        int xs = px_x(p, bi->seed_top1[k]);
+        fill_rect(im, xs - 3, yc - 3 + (k % 3 - 1) * 6, xs + 3, yc + 3 + (k % 3 - 1) * 6, BLACK);
+    }
+    if (isfinite(bi->std)) snprintf(buf, sizeof buf, "%.2f ± %.2f", bi->mean, bi->std);
+    else snprintf(buf, sizeof buf, "%.2f", bi->mean);
+    int tx = draw_text(im, p->x1 + 14, yc - TEXT_H / 2, buf, BLACK);
+    if (strcmp(bi->status, "ok")) {
+        snprintf(buf, sizeof buf, " (%s)", strstr(bi->status, "diverged") ? "NaN seeds" : bi->status);
+        draw_text(im, p->x1 + 14 + tx, yc - TEXT_H / 2, buf, RED);
+    }
+}
+
 static int plot_ablation(const char *dir, const char *out) {
     bar *b = NULL;
     int n = 0;
@@ -581,35 +618,7 @@ static int plot_ablation(const char *dir, const char *out) {
         draw_text(&im, px - text_width(buf) / 2, p.y1 + 8, buf, AXIS);
     }
     draw_text(&im, (p.x0 + p.x1 - text_width("top-1 (%)")) / 2, p.y1 + 14 + TEXT_H, "top-1 (%)", AXIS);
-    for (int i = 0; i < n; i++) {
-        const int yc = p.y0 + 10 + i * BAR_ROW + BAR_H / 2;
-        const rgb c = PALETTE[i % 10];
-        draw_text(&im, p.x0 - 20 - text_width(b[i].name), yc - TEXT_H / 2, b[i].name, BLACK);
-        if (!isfinite(b[i].mean)) {  // every seed diverged, or none has finished yet
-            const int nan = strstr(b[i].status, "diverged") != NULL;
-            snprintf(buf, sizeof buf, "%s%s", nan ? "NaN: " : "", b[i].status);
-            draw_text(&im, p.x0 + 10, yc - TEXT_H / 2, buf, nan ? RED : AXIS);
-            continue;
-        }
-        fill_rect(&im, p.x0, yc - BAR_H / 2, px_x(&p, b[i].mean), yc + BAR_H / 2, c);
-        if (isfinite(b[i].std)) {
-            int xa = px_x(&p, b[i].mean - b[i].std), xb = px_x(&p, b[i].mean + b[i].std);
-            draw_line(&im, xa, yc, xb, yc, BLACK, 2, 0);
-            draw_line(&im, xa, yc - 8, xa, yc + 8, BLACK, 2, 0);
-            draw_line(&im, xb, yc - 8, xb, yc + 8, BLACK, 2, 0);
-        }
-        for (int k = 0; k < b[i].n_seed; k++) {
-            int xs = px_x(&p, b[i].seed_top1[k]);
-            fill_rect(&im, xs - 3, yc - 3 + (k % 3 - 1) * 6, xs + 3, yc + 3 + (k % 3 - 1) * 6, BLACK);
-        }
-        if (isfinite(b[i].std)) snprintf(buf, sizeof buf, "%.2f ± %.2f", b[i].mean, b[i].std);
-        else snprintf(buf, sizeof buf, "%.2f", b[i].mean);
-        int tx = draw_text(&im, p.x1 + 14, yc - TEXT_H / 2, buf, BLACK);
-        if (strcmp(b[i].status, "ok")) {
-            snprintf(buf, sizeof buf, " (%s)", strstr(b[i].status, "diverged") ? "NaN seeds" : b[i].status);
-            draw_text(&im, p.x1 + 14 + tx, yc - TEXT_H / 2, buf, RED);
-        }
-    }
+    for (int i = 0; i < n; i++) draw_bar_row(&im, &p, &b[i], i);
     draw_line(&im, p.x0, p.y0, p.x0, p.y1, AXIS, 2, 0);
     draw_line(&im, p.x0, p.y1, p.x1, p.y1, AXIS, 2, 0);
     int rc = sf_image_write_png(out, &im);

@@ -42,7 +42,8 @@ if "$sfvit" help | grep -q "^  plot"; then
   k=$out/kinds/config=study
   "$sfvit" plot ${k}_vit/seed0 ${k}_vit_msa/seed0 ${k}_xcit/seed0 ${k}_xcit_sima/seed0 ${k}_soft/seed0 \
     -o "$figures/study_kinds_curves.png" || status=1
-  "$sfvit" plot "$out/norm/attn_norm=l1,lr=1e-2/seed0" "$out/norm/attn_norm=l2,lr=1e-2/seed0" \
-    "$out/norm/attn_norm=none,lr=1e-2/seed0" -o "$figures/study_norm_curves.png" || status=1
+  n=$out/norm/attn_norm
+  "$sfvit" plot "$n=l1,lr=2e-3/seed0" "$n=l2,lr=2e-3/seed0" "$n=none,lr=2e-3/seed0" \
+    -o "$figures/study_norm_curves.png" || status=1
 fi
 exit $status
