@@ -66,6 +66,7 @@ typedef struct zentry {
     const char *name; /* points into the file; not NUL-terminated */
     size_t name_len;
     uint64_t data, size; /* data offset and size in the file */
+    unsigned method;     /* 0 = stored; anything else is refused when the entry is used */
 } zentry;
 
 typedef struct pk {
@@ -245,6 +246,12 @@ static int as_int(const pk *k, uint32_t x, int64_t *out) {
     return 0;
 }
 
+static int zip_compressed(pk *k, const zentry *e) {
+    k->start = NULL;
+    return pk_fail(k, "zip entry %.*s is compressed (method %u%s); torch.save writes stored entries", (int)e->name_len,
+                   e->name, e->method, e->method == 8 ? ", deflate" : "");
+}
+
 static const zentry *zip_find(const pk *k, const char *key) {
     size_t klen = strlen(key);
     for (size_t i = 0; i < k->nze; i++) {
@@ -288,6 +295,7 @@ static int persistent_load(pk *k, uint32_t pid, uint32_t *out) {
             const zentry *e = zip_find(k, key->s);
             if (!e) return pk_fail(k, "storage '%s' has no entry %.*s/data/%s in the zip", key->s, (int)k->prefix_len,
                                    k->prefix, key->s);
+            if (e->method) return zip_compressed(k, e);
             if (e->size < (uint64_t)numel * es)
                 return pk_fail(k, "storage '%s' needs %llu bytes but its zip entry holds %llu: the file is corrupt",
                                key->s, (unsigned long long)((uint64_t)numel * es), (unsigned long long)e->size);
@@ -752,19 +760,17 @@ static int zip_read_directory(pk *k) {
             }
             x += 4 + sz;
         }
-        if (method != 0)
-            return pk_fail(k, "zip entry %.*s is compressed (method %u%s); torch.save writes stored entries",
-                           (int)nl, name, method, method == 8 ? ", deflate" : "");
-        if (csize != usize) return pk_fail(k, "zip entry %.*s: stored, yet sizes %llu and %llu differ", (int)nl, name,
+        if (method == 0 && csize != usize) return pk_fail(k, "zip entry %.*s: stored, yet sizes %llu and %llu differ", (int)nl, name,
                                            (unsigned long long)csize, (unsigned long long)usize);
         if (local > n || n - local < 30 || rd_le(b + local, 4) != 0x04034b50)
             return pk_fail(k, "zip entry %.*s: its local header at byte %llu is missing: truncated or corrupt", (int)nl,
                            name, (unsigned long long)local);
         uint64_t data = local + 30 + rd_le(b + local + 26, 2) + rd_le(b + local + 28, 2);
-        if (data > n || usize > n - data)
+        if (data > n || (method == 0 ? usize : csize) > n - data)
             return pk_fail(k, "zip entry %.*s (%llu bytes at %llu) runs past the end of the file (%zu bytes): truncated",
                            (int)nl, name, (unsigned long long)usize, (unsigned long long)data, n);
-        k->ze[k->nze++] = (zentry){.name = (const char *)name, .name_len = nl, .data = data, .size = usize};
+        k->ze[k->nze++] = (zentry){.name = (const char *)name, .name_len = nl, .data = data, .size = usize,
+                                   .method = method};
         p += 46 + nl + xl + cl;
     }
     return 0;
@@ -780,6 +786,12 @@ static int zip_load(pk *k, uint32_t *root) {
             pkl = e;
     }
     if (!pkl) return pk_fail(k, "the zip has no data.pkl: not a torch.save file");
+    for (size_t i = 0; i < k->nze; i++) {
+        const zentry *e = &k->ze[i];
+        if (e->name_len >= 14 && !memcmp(e->name + e->name_len - 14, "/constants.pkl", 14))
+            return pk_fail(k, "a TorchScript archive (torch.jit.save): not read; torch.save its state_dict() instead");
+    }
+    if (pkl->method) return zip_compressed(k, pkl);
     k->prefix = pkl->name;
     k->prefix_len = pkl->name_len > 9 ? pkl->name_len - 9 : 0;
     if (pkl->size > SF_PTH_MAX_PICKLE) return pk_fail(k, "data.pkl of %llu bytes is absurd", (unsigned long long)pkl->size);

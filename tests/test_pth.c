@@ -380,6 +380,13 @@ static void test_containers(void) {
     expect("old_tar", tar, sizeof tar, 0, "tar");
     expect("not_torch", (const unsigned char *)"hello world, not a checkpoint", 29, 0, "not a torch.save");
     free(b);
+    static const char *const refused[][2] = {{"torchscript.pt", "TorchScript"}, {"complex.pth", "ComplexFloatStorage"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", pth_dir, refused[i][0]);
+        b = read_all(path, &n);
+        expect(refused[i][0], b, n, 0, refused[i][1]);
+        free(b);
+    }
 }
 
 /* Every prefix of a real file must be refused cleanly; random flips must not crash. */

@@ -18,8 +18,10 @@ have:
 Reader fixtures (expected values in views.safetensors, written with the same numbers):
   views.pth       transposed, offset, strided and storage-sharing tensors, a Parameter, every dtype
   views.legacy.pth  the same in the legacy format
+  torchscript.pt, complex.pth   files that must be refused by name
 
-Deterministic except for the zip's inner folder name (the file's stem, as torch.save writes it).
+Deterministic except for the legacy files: their storage keys are the objects' memory addresses
+(str(id(storage)), as torch.save writes them), so they change on every run while holding the same values.
 Usage: /usr/bin/python3 tests/golden/gen_pth.py   (Debian python3-torch; writes tests/golden/pth/
 and tests/fuzz/corpus/pth/).
 """
@@ -175,6 +177,23 @@ def views():
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+def tiny_seeds():
+    """Small fuzz seeds in both XCiT layouts: timm's q/k/v + pos_embed (zip), DDP-prefixed (legacy)."""
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(6, 2, generator=g, dtype=torch.float32)
+    sd = collections.OrderedDict()
+    for j, p in enumerate("qkv"):
+        sd[f"cls_attn_blocks.0.attn.{p}.weight"] = qkv[2 * j:2 * j + 2].clone()
+        sd[f"cls_attn_blocks.0.attn.{p}.bias"] = torch.zeros(2)
+    sd["pos_embed.token_projection.weight"] = torch.ones(2, 1)
+    sd["bn.num_batches_tracked"] = torch.tensor(3)
+    torch.save(sd, os.path.join(CORPUS, "timm_xcit_tiny.pth"))
+    ddp = collections.OrderedDict(("module.cls_attn_blocks.0.attn.qkv.weight", qkv) for _ in range(1))
+    ddp["module.pos_embeder.token_projection.weight"] = torch.ones(2, 1)
+    torch.save({"model": ddp, "epoch": 1}, os.path.join(CORPUS, "ddp_tiny.legacy.pth"),
+               _use_new_zipfile_serialization=False)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -183,6 +202,10 @@ def main():
     os.makedirs(CORPUS, exist_ok=True)
     for name in ["views.pth", "views.legacy.pth", "vit_mixed_msa_sima.deit_train.pth"]:
         shutil.copy(os.path.join(OUT, name), os.path.join(CORPUS, name))
+    tiny_seeds()
+    # Files that must be refused by name: a TorchScript archive, a complex tensor.
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), os.path.join(OUT, "torchscript.pt"))
+    torch.save({"z": torch.zeros(2, dtype=torch.complex64)}, os.path.join(OUT, "complex.pth"))
     for k, v in sizes.items():
         print(f"{k:40s} {v / 1024:7.1f} KiB")
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
