@@ -4,8 +4,8 @@
 # legacy forms) goes through the real `sfvit dump` in place of the safetensors weights, and its
 # logits, loss and parameter gradients are compared with the golden case's expected values by
 # `test_golden_models --compare` (same tolerances as test_golden_dump.sh). Then `sfvit convert`
-# with and without --model, the converted file through dump again, and refusals of a truncated
-# and a deflated file by the CLI.
+# with and without --model, the converted file through dump again, a .pth given directly to
+# eval, viz and model.init_from, and refusals of a truncated file by the CLI.
 # Usage: test_pth_golden.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -16,11 +16,7 @@ CMP=$(dirname "$SFVIT")/tests/test_golden_models
 W=$(mktemp -d /tmp/sfvit-pth-XXXXXX)
 [ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT
 cd "$W"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+source "$ROOT/tests/lib.sh"
 
 # dump CASE WEIGHTS LAYOUT_REGEXP: dump with these weights must match the golden case.
 dump_case() {
@@ -57,6 +53,23 @@ out=$("$SFVIT" convert "$PTH/soft.official.pth" -o wrong.safetensors --model dei
 check "convert into the wrong model fails" test $rc -ne 0
 check "  and leaves no output" test ! -e wrong.safetensors
 check "  and names the known layouts" grep -q "known layout" <<< "$out"
+
+# eval, viz and model.init_from take a .pth directly
+fmnist_subset "$SFVIT" "$ROOT" 64 200
+C=vit_sima_l1_avgpool_gray
+out=$("$SFVIT" eval "$PTH/$C.legacy.pth" --config "$GOLD/$C/config.yaml" --data fm 2>&1); rc=$?
+check "eval of a .pth (legacy format)" test $rc -eq 0
+check "  reports the layout" grep -q "loaded 32 tensors, official DeiT" <<< "$out"
+check "  evaluates 200 images" grep -qE "200 images .*top-1" <<< "$out"
+out=$("$SFVIT" eval "$PTH/$C.legacy.pth" --data fm 2>&1); rc=$?
+check "eval of a .pth without --config asks for one" grep -q "holds no config" <<< "$out"
+out=$("$SFVIT" viz "$PTH/xcit_sima_l2_nolpi.official_ddp.pth" "$ROOT/tests/fuzz/corpus/image/rgb8.png" -o heat.png \
+      --config "$GOLD/xcit_sima_l2_nolpi/config.yaml" 2>&1); rc=$?
+check "viz of a .pth" test $rc -eq 0 -a -s heat.png
+out=$("$SFVIT" train "$GOLD/$C/config.yaml" model.init_from="$PTH/$C.legacy.pth" data.root=fm train.out=runs \
+      train.name=ft train.epochs=1 train.max_steps=2 train.batch_size=8 aug.mixup=0 aug.cutmix=0 2>&1); rc=$?
+check "train with model.init_from=.pth" test $rc -eq 0
+check "  loads every tensor" grep -q "fine-tune from .*official DeiT (= timm) layout): 32 tensors loaded" <<< "$out"
 
 # refusals through the CLI
 head -c 3000 "$PTH/soft.official.pth" > cut.pth
