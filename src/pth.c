@@ -283,6 +283,8 @@ static int persistent_load(pk *k, uint32_t pid, uint32_t *out) {
                        ty->kind == V_GLOBAL ? ty->s : "(not a class)");
     if (key->kind != V_STR || as_int(k, t->items[4], &numel) != 0 || numel < 0)
         return pk_fail(k, "a storage with a bad key or size");
+    if (t->n > 5 && k->v[t->items[5]].kind != V_NONE) /* (view key, offset, size): PyTorch < 0.4 */
+        return pk_fail(k, "storage '%s' is a view of another storage (PyTorch < 0.4): not read", key->s);
     size_t es = sf_dtype_size((sf_dtype)ty->dtype);
     if ((uint64_t)numel > (uint64_t)SIZE_MAX / es || (uint64_t)numel * es > k->size)
         return pk_fail(k, "storage '%s' claims %lld elements, more than the file holds", key->s, (long long)numel);

@@ -176,6 +176,8 @@ static void put_int(bytes *o, int64_t v) {
     put_u64(o, (uint64_t)v);
 }
 
+static int storage_as_view; /* the next persistent ids carry legacy view metadata */
+
 /* _rebuild_tensor_v2(storage '0' of `numel` floats, offset, size, stride, False, OrderedDict()) */
 static void put_tensor(bytes *o, int64_t numel, int64_t offset, int ndim, const int64_t *size, const int64_t *stride) {
     puts_(o, "ctorch._utils\n_rebuild_tensor_v2\n(");
@@ -185,6 +187,11 @@ static void put_tensor(bytes *o, int64_t numel, int64_t offset, int ndim, const 
     put_str(o, "0");
     put_str(o, "cpu");
     put_int(o, numel);
+    if (storage_as_view) { /* ('0', offset 0, 4 elements) */
+        puts_(o, "(");
+        put_str(o, "0");
+        PUT_LIT(o, "K\x00K\x04t");
+    }
     puts_(o, "tQ");
     put_int(o, offset);
     puts_(o, "(");
@@ -245,6 +252,16 @@ static void test_crafted(void) {
     expect("short_storage", file.b, file.n, 0, "truncated");
     legacy(&file, &main, 5, 4);
     expect("storage_size_lies", file.b, file.n, 0, "lies");
+
+    main.n = 0; /* a storage view of PyTorch < 0.4 */
+    storage_as_view = 1;
+    puts_(&main, "\x80\x02}(");
+    put_str(&main, "w");
+    put_tensor(&main, 4, 1, 1, s2, st1);
+    puts_(&main, "u.");
+    storage_as_view = 0;
+    legacy(&file, &main, 4, 4);
+    expect("storage_view", file.b, file.n, 0, "PyTorch < 0.4");
 
     main.n = 0; /* offset past the storage */
     puts_(&main, "\x80\x02}(");
