@@ -10,7 +10,6 @@
  */
 #include "sfvit/checkpoint.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
