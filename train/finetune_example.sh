@@ -3,8 +3,7 @@
 # Fashion-MNIST at another resolution with a new head, and compare with training from scratch
 # for the same number of steps.
 #   1. pretrain: the main job's XCiT -> SimA model at 32x32 on 5 of the 10 classes (Sandal,
-#      Shirt, Sneaker, Bag, Ankle boot), one epoch over a fifth of their images
-#      (train/configs/fmnist_pretrain5.yaml);
+#      Shirt, Sneaker, Bag, Ankle boot), one epoch (train/configs/fmnist_pretrain5.yaml);
 #   2. fine-tune: all 10 classes at 48x48 from that checkpoint, new 10-class head, a twentieth of
 #      the training set for one epoch (fmnist_finetune.yaml);
 #   3. from scratch: the same run without init_from, at the fine-tune lr and at the main job's lr.
