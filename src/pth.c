@@ -796,6 +796,13 @@ static int zip_load(pk *k, uint32_t *root) {
     if (pkl->method) return zip_compressed(k, pkl);
     k->prefix = pkl->name;
     k->prefix_len = pkl->name_len > 9 ? pkl->name_len - 9 : 0;
+    /* PyTorch >= 2.1 records the byte order of the storages; older files are little-endian. */
+    for (size_t i = 0; i < k->nze; i++) {
+        const zentry *e = &k->ze[i];
+        if (e->name_len == k->prefix_len + 10 && !memcmp(e->name + k->prefix_len, "/byteorder", 10) && !e->method &&
+            e->size >= 3 && !memcmp(k->buf + e->data, "big", 3))
+            return pk_fail(k, "written on a big-endian machine (byteorder 'big'): not read");
+    }
     if (pkl->size > SF_PTH_MAX_PICKLE) return pk_fail(k, "data.pkl of %llu bytes is absurd", (unsigned long long)pkl->size);
     k->p = k->buf + pkl->data;
     k->end = k->p + pkl->size;

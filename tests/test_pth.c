@@ -397,8 +397,9 @@ static void test_containers(void) {
     expect("old_tar", tar, sizeof tar, 0, "tar");
     expect("not_torch", (const unsigned char *)"hello world, not a checkpoint", 29, 0, "not a torch.save");
     free(b);
-    static const char *const refused[][2] = {{"torchscript.pt", "TorchScript"}, {"complex.pth", "ComplexFloatStorage"}};
-    for (int i = 0; i < 2; i++) {
+    static const char *const refused[][2] = {
+        {"torchscript.pt", "TorchScript"}, {"complex.pth", "ComplexFloatStorage"}, {"bigendian.pth", "big-endian"}};
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", pth_dir, refused[i][0]);
         b = read_all(path, &n);
         expect(refused[i][0], b, n, 0, refused[i][1]);

@@ -18,9 +18,9 @@ have:
 Reader fixtures (expected values in views.safetensors, written with the same numbers):
   views.pth       transposed, offset, strided and storage-sharing tensors, a Parameter, every dtype
   views.legacy.pth  the same in the legacy format
-  torchscript.pt, complex.pth   files that must be refused by name
+  torchscript.pt, complex.pth, bigendian.pth   files that must be refused by name
 
-Deterministic except for the legacy files: their storage keys are the objects' memory addresses
+Deterministic except for torchscript.pt and the legacy files, whose storage keys are the objects' memory addresses
 (str(id(storage)), as torch.save writes them), so they change on every run while holding the same values.
 Usage: /usr/bin/python3 tests/golden/gen_pth.py   (Debian python3-torch; writes tests/golden/pth/
 and tests/fuzz/corpus/pth/).
@@ -32,6 +32,7 @@ import os
 import shutil
 import struct
 import sys
+import zipfile
 
 import torch
 
@@ -206,6 +207,12 @@ def main():
     # Files that must be refused by name: a TorchScript archive, a complex tensor.
     torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), os.path.join(OUT, "torchscript.pt"))
     torch.save({"z": torch.zeros(2, dtype=torch.complex64)}, os.path.join(OUT, "complex.pth"))
+    # views.pth as PyTorch >= 2.1 would write it on a big-endian machine (a byteorder entry).
+    with zipfile.ZipFile(os.path.join(OUT, "views.pth")) as zi, \
+            zipfile.ZipFile(os.path.join(OUT, "bigendian.pth"), "w", compression=zipfile.ZIP_STORED) as zo:
+        for info in zi.infolist():
+            zo.writestr(info, zi.read(info))
+        zo.writestr(zipfile.ZipInfo("views/byteorder", date_time=(1980, 1, 1, 0, 0, 0)), b"big")
     for k, v in sizes.items():
         print(f"{k:40s} {v / 1024:7.1f} KiB")
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
