@@ -20,8 +20,9 @@ Reader fixtures (expected values in views.safetensors, written with the same num
   views.legacy.pth  the same in the legacy format
   torchscript.pt, complex.pth, bigendian.pth   files that must be refused by name
 
-Deterministic except for torchscript.pt and the legacy files, whose storage keys are the objects' memory addresses
-(str(id(storage)), as torch.save writes them), so they change on every run while holding the same values.
+Deterministic except for torchscript.pt and the legacy files (their storage keys are the
+objects' memory addresses, as torch.save writes them): those change on every run while
+holding the same values.
 Usage: /usr/bin/python3 tests/golden/gen_pth.py   (Debian python3-torch; writes tests/golden/pth/
 and tests/fuzz/corpus/pth/).
 """
