@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  bench CONFIG [key=value ...]          time training and inference steps\n"
             "  dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n"
             "  viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
+            "  convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
             "  data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
             "  data check ROOT\n"
             "Threads: train.threads or SFVIT_THREADS (default: all cores) for OpenMP and OpenBLAS.\n");
@@ -53,7 +54,7 @@ int main(int argc, char **argv) {
     } commands[] = {
         {"train", sf_cmd_train}, {"eval", sf_cmd_eval}, {"info", sf_cmd_info},   {"ablate", sf_cmd_ablate},
         {"bench", sf_cmd_bench}, {"dump", sf_cmd_dump}, {"viz", sf_cmd_viz},     {"data", sf_cmd_data},
-        {"plot", sf_cmd_plot},
+        {"plot", sf_cmd_plot}, {"convert", sf_cmd_convert},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
