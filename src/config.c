@@ -823,8 +823,16 @@ static void fmt_float(char *buf, size_t n, float x) {
         snprintf(buf, n, "%.*g", prec, (double)x);
         if (strtof(buf, NULL) == x) break;
     }
-    /* Keep it a YAML float to the eye: "1" -> "1.0". */
-    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
+    /* Keep it a float for every YAML reader: YAML 1.1 resolvers (PyYAML) read a float only
+     * with a '.' in its mantissa, so "1" -> "1.0" and "1e-08" -> "1.0e-08". */
+    if (strpbrk(buf, "n")) return; /* nan/inf are refused when read; never written */
+    char *e = strpbrk(buf, "eE");
+    if (!e && !strchr(buf, '.')) {
+        strncat(buf, ".0", n - strlen(buf) - 1);
+    } else if (e && !memchr(buf, '.', (size_t)(e - buf)) && strlen(buf) + 3 < n) {
+        memmove(e + 2, e, strlen(e) + 1);
+        e[0] = '.', e[1] = '0';
+    }
 }
 
 static void yaml_quote(char *out, size_t n, const char *s) {
@@ -899,7 +907,9 @@ int sf_config_write(const sf_config *cfg, const char *path) {
         const key_def *k = &keys[i];
         const char *dot = strchr(k->key, '.');
         size_t sl = (size_t)(dot - k->key);
-        if (strlen(cur) != sl || strncmp(cur, k->key, sl) != 0) {
+        /* One mapping per section: a section written twice is a duplicate key, which YAML
+         * readers other than ours resolve by keeping only the last one. */
+        if (!cur[0] || strncmp(cur, k->key, sl + 1) != 0) {
             fprintf(f, "%.*s:\n", (int)sl, k->key);
             cur = k->key;
         }
