@@ -890,16 +890,7 @@ static void fmt_value(const sf_config *cfg, const key_def *k, char *buf, size_t 
     }
 }
 
-int sf_config_write(const sf_config *cfg, const char *path) {
-    size_t plen = strlen(path) + 32;
-    char *tmp = sf_malloc(plen);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int e = errno;
-        free(tmp);
-        return sf_error("%s: cannot write config: %s", path, strerror(e));
-    }
+void sf_config_yaml(const sf_config *cfg, FILE *f) {
     fprintf(f, "# sfvit resolved config: every key, loads back to the same settings.\n");
     const char *cur = "";
     char buf[4 * SF_PATH_MAX];
@@ -916,6 +907,19 @@ int sf_config_write(const sf_config *cfg, const char *path) {
         fmt_value(cfg, k, buf, sizeof buf, 1);
         fprintf(f, "  %s: %s\n", dot + 1, buf);
     }
+}
+
+int sf_config_write(const sf_config *cfg, const char *path) {
+    size_t plen = strlen(path) + 32;
+    char *tmp = sf_malloc(plen);
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        int e = errno;
+        free(tmp);
+        return sf_error("%s: cannot write config: %s", path, strerror(e));
+    }
+    sf_config_yaml(cfg, f);
     int rc = 0;
     if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
     int e = errno;

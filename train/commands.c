@@ -204,6 +204,23 @@ int sf_cmd_info(int argc, char **argv) {
     return 0;
 }
 
+/* ---- sfvit config CONFIG [key=value ...] | --keys ---- */
+int sf_cmd_config(int argc, char **argv) {
+    if (argc == 1 && !strcmp(argv[0], "--keys")) {
+        sf_config_doc(stdout);
+        return 0;
+    }
+    if (argc < 1 || argv[0][0] == '-' || is_override(argv[0])) {
+        sf_error("config: name a config file (or --keys)");
+        sf_hint("usage: sfvit config CONFIG.yaml [key=value ...]  |  sfvit config --keys");
+        return 2;
+    }
+    sf_config cfg;
+    if (sf_config_load(&cfg, argv[0], argc - 1, argv + 1) != 0 || sf_config_validate(&cfg) != 0) return 1;
+    sf_config_yaml(&cfg, stdout);
+    return 0;
+}
+
 /* ---- sfvit data import-idx | check ---- */
 int sf_cmd_data(int argc, char **argv) {
     if (argc >= 4 && !strcmp(argv[0], "import-idx")) {

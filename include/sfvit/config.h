@@ -80,7 +80,9 @@ int sf_config_load(sf_config *cfg, const char *path, int n_overrides, char *cons
 int sf_config_set(sf_config *cfg, const char *key, const char *value, const char *where);
 /* Cross-field checks (e.g. embed_dim divisible by num_heads; even batch for mixup). */
 int sf_config_validate(const sf_config *cfg);
-/* Writes the resolved config as YAML that sf_config_load reads back to the same values. */
+/* The resolved config as YAML (every key, each section once) that sf_config_load, and any
+ * YAML reader, reads back to the same values. _write writes it atomically to path. */
+void sf_config_yaml(const sf_config *cfg, FILE *f);
 int sf_config_write(const sf_config *cfg, const char *path);
 /* Prints the resolved settings as a boxed table (stdout). */
 void sf_config_print(const sf_config *cfg, FILE *f);

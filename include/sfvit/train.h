@@ -46,6 +46,7 @@ int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *
 int sf_cmd_train(int argc, char **argv);
 int sf_cmd_eval(int argc, char **argv);
 int sf_cmd_info(int argc, char **argv);
+int sf_cmd_config(int argc, char **argv);
 int sf_cmd_dump(int argc, char **argv);
 int sf_cmd_viz(int argc, char **argv);
 int sf_cmd_data(int argc, char **argv);
