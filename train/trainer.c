@@ -143,7 +143,7 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     int k5 = num_classes < 5 ? num_classes : 5;
     sf_batch b;
     sf_loader_start_epoch(l, 0, 0);
-    while (sf_loader_next(l, &b)) {
+    while (sf_loader_next(l, &b) > 0) {
         sf_tensor x = batch_tensor(&b, mc->in_chans, mc->img_size);
         sf_tensor *logits = sf_model_forward(&g, m, &x);
         sf_tensor *loss = sf_cross_entropy(&g, logits, b.labels, NULL, 0.0f);
@@ -502,7 +502,7 @@ setup_end:
         sf_batch b;
         int step = st.step_in_epoch;
         const int first_step = step;
-        while (sf_loader_next(train_loader, &b)) {
+        while (sf_loader_next(train_loader, &b) > 0) {
             g.training = 1;
             g.grad_enabled = 1;
             step_rng_begin(&g, &st.drop_rng, rank, world);  // MPI: per-rank masks

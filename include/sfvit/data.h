@@ -52,6 +52,8 @@ typedef struct sf_loader_opts {
     int num_classes;      /* for soft targets */
     int rank, world;      /* data-parallel shard (0, 1 when single process) */
     float fraction;       /* use the first fraction of each epoch's order (1 = all) */
+    int repeats;          /* training: repeated augmentation, each image k times per epoch
+                             (DeiT's RASampler; 0 or 1 = off) */
 } sf_loader_opts;
 
 typedef struct sf_batch {
@@ -67,8 +69,8 @@ sf_loader *sf_loader_create(const sf_dataset *ds, const sf_loader_opts *o);
 /* Starts an epoch (seeded permutation for training); skips the first start_step batches
  * without decoding them (resume mid-epoch). */
 void sf_loader_start_epoch(sf_loader *l, int epoch, int start_step);
-/* Next batch of the epoch: returns 1 and fills b (valid until the next call), or 0 at the
- * end of the epoch. */
+/* Next batch of the epoch: returns 1 and fills b (valid until the next call), 0 at the end
+ * of the epoch, or -1 after an error already reported (training: no readable image left). */
 int sf_loader_next(sf_loader *l, sf_batch *b);
 int sf_loader_steps_per_epoch(const sf_loader *l);
 /* Bad files skipped so far this epoch (each already warned about once, by name). */
