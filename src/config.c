@@ -113,6 +113,8 @@ static const key_def keys[] = {
     {"data.val_split", K_STR, OFF(data.val_split), SZ(data.val_split), 0, 0, 0, 0, NULL, "validation subfolder"},
     {"data.workers", K_INT, OFF(data.workers), 0, 0, 0, 1, 256, NULL, "loader threads"},
     {"data.prefetch", K_INT, OFF(data.prefetch), 0, 0, 0, 1, 256, NULL, "batches prepared ahead"},
+    {"data.repeated_aug", K_INT, OFF(data.repeated_aug), 0, 0, 0, 1, 16, NULL,
+     "repeated augmentation: each training image k times per epoch, as DeiT's RASampler (DeiT: 3; 1 = off)"},
     /* aug */
     {"aug.rrc", K_BOOL, OFF(aug.rrc), 0, 0, 0, 0, 1, NULL, "RandomResizedCrop (false: plain resize)"},
     {"aug.scale_min", K_FLOAT, OFF(aug.scale_min), 0, 0, 0, 0.001, 1, NULL, "RRC area fraction, lower"},
@@ -168,6 +170,8 @@ static const key_def keys[] = {
      "fraction of the train set used (smoke runs)"},
     {"train.bn_sync", K_BOOL, OFF(train.bn_sync), 0, 0, 0, 0, 1, NULL,
      "under mpirun: BatchNorm statistics over the global batch (true) or per rank (false)"},
+    {"train.ema_decay", K_FLOAT, OFF(train.ema_decay), 0, 0, 0, 0, 0.9999999, NULL,
+     "EMA of the weights after every update, evaluated and saved as ema.safetensors (DeiT: 0.99996; 0 = off)"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -215,6 +219,7 @@ void sf_config_defaults(sf_config *cfg) {
     strcpy(d->val_split, "val");
     d->workers = 2;
     d->prefetch = 4;
+    d->repeated_aug = 1;
     /* DeiT recipe (timm train.py arguments used by facebookresearch/deit). */
     sf_aug_cfg *a = &cfg->aug;
     a->rrc = 1;

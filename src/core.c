@@ -27,9 +27,13 @@ void sf_assert_fail(const char *file, int line, const char *cond, const char *fm
     abort();
 }
 
+/* Messages go to stderr, which is unbuffered, while stdout is block-buffered when it is a
+ * file or a pipe: stdout is flushed first, so a message lands after what was printed before
+ * it (not in the middle of the settings table of a log captured with 2>&1). */
 int sf_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("sfvit: error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -40,6 +44,7 @@ int sf_error(const char *fmt, ...) {
 void sf_warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("sfvit: warning: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -49,6 +54,7 @@ void sf_warn(const char *fmt, ...) {
 void sf_hint(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("---> HINT: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);

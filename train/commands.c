@@ -48,8 +48,16 @@ int sf_cmd_train(int argc, char **argv) {
         sf_hint("usage: sfvit train CONFIG.yaml [key=value ...]");
         return 2;
     }
+    /* A resumed run goes on to train.epochs: the train.max_steps of the interrupted launch
+     * (stored in its config.yaml) is not re-applied; one given now still is. */
+    char *with_reset[129];
+    if (resume) {
+        with_reset[0] = "train.max_steps=0";
+        memcpy(with_reset + 1, overrides, sizeof(char *) * (size_t)n_over);
+    }
     sf_config cfg;
-    if (sf_config_load(&cfg, config_path, n_over, overrides) != 0) return SF_TRAIN_ERROR;
+    if (sf_config_load(&cfg, config_path, resume ? n_over + 1 : n_over, resume ? with_reset : overrides) != 0)
+        return SF_TRAIN_ERROR;
     if (sf_config_validate(&cfg) != 0) return SF_TRAIN_ERROR;
     sf_train_result res;
     int status = sf_train(&cfg, resume, &res);
@@ -153,7 +161,7 @@ int sf_cmd_eval(int argc, char **argv) {
     if (!l) goto out;
     sf_eval_result r;
     double t0 = sf_now();
-    sf_evaluate(m, l, cfg.model.num_classes, &r);
+    if (sf_evaluate(m, l, cfg.model.num_classes, &r) != 0) goto out;
     printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg.data.root,
            cfg.data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
     if (sf_loader_skipped(l)) printf("%d bad images were skipped\n", sf_loader_skipped(l));

@@ -19,6 +19,7 @@ typedef struct sf_data_cfg {
     char val_split[64];       /* "val" */
     int workers;              /* loader threads (default 2) */
     int prefetch;             /* batches in the ring (default 4) */
+    int repeated_aug;         /* each training image k times per epoch (DeiT: 3; 1 = off) */
 } sf_data_cfg;
 
 typedef struct sf_aug_cfg {
@@ -59,6 +60,7 @@ typedef struct sf_train_cfg {
     int eval_every;           /* epochs between evaluations */
     float max_train_fraction; /* use only this fraction of the train set (smoke runs); 1 = all */
     int bn_sync;              /* under MPI: BatchNorm batch statistics over all ranks (1) or per rank (0) */
+    float ema_decay;          /* EMA of the weights per update (DeiT: 0.99996); 0 = off */
 } sf_train_cfg;
 
 typedef struct sf_config {

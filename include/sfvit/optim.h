@@ -23,5 +23,8 @@ double sf_grad_norm(const sf_params *ps);
 void sf_grad_scale(sf_params *ps, float s);
 /* Returns NULL if every gradient is finite, else the name of the first view with a NaN/Inf. */
 const char *sf_grad_first_nonfinite(const sf_params *ps);
+/* ema <- decay * ema + (1 - decay) * ps->data over every view (timm ModelEmaV2: BatchNorm
+ * statistics included); int64 views (counters) are copied. ema: (ps->total). */
+void sf_params_ema_update(const sf_params *ps, float *ema, float decay);
 
 #endif

@@ -18,6 +18,7 @@ typedef struct sf_train_result {
     long steps_done;
     long diverged_step;     /* step of the NaN/Inf, or -1 */
     float final_top1, best_top1, final_top5;
+    float ema_top1;         /* last evaluation of the EMA weights (train.ema_decay > 0) */
     double seconds;
     char run_dir[SF_PATH_MAX];
 } sf_train_result;
