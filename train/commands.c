@@ -42,6 +42,11 @@ int sf_cmd_train(int argc, char **argv) {
         }
         snprintf(resume_cfg, sizeof resume_cfg, "%s/config.yaml", resume);
         config_path = resume_cfg;
+        if (access(resume_cfg, R_OK) != 0) {
+            sf_error("%s is not a run folder: it has no config.yaml", resume);
+            sf_hint("--resume takes <train.out>/<train.name> of a run started with `sfvit train CONFIG.yaml`");
+            return SF_TRAIN_ERROR;
+        }
     }
     if (!config_path) {
         sf_error("train: no config given");
