@@ -1,5 +1,5 @@
 /* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
- * Deliberately no global state beyond the thread count. */
+ * Deliberately no global state. */
 #include "sfvit/core.h"
 #include "ops_internal.h" /* sf_gemm_split_enabled */
 
@@ -183,7 +183,6 @@ float sf_rng_beta(sf_rng *r, float a, float b) {
 }
 
 /* ---- threads ---- */
-static int g_threads = 1;
 
 int sf_threads_init(int n) {
     if (n <= 0) {
@@ -194,7 +193,6 @@ int sf_threads_init(int n) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n = cores > 0 ? (int)cores : 1;
     }
-    g_threads = n;
     /* Large products split over the OpenMP team themselves (src/ops/gemm.c); OpenBLAS then
      * runs single-threaded so that only one pool of threads shares the cores. */
     openblas_set_num_threads(sf_gemm_split_enabled() ? 1 : n);
@@ -204,7 +202,6 @@ int sf_threads_init(int n) {
     return n;
 }
 
-int sf_threads_get(void) { return g_threads; }
 
 double sf_now(void) {
     struct timespec ts;

@@ -152,11 +152,6 @@ sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3) {
 
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(g, t->ndim, t->shape); }
 
-sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t) {
-    sf_tensor *z = sf_tensor_like(g, t);
-    memset(z->data, 0, z->numel * sizeof(float));
-    return z;
-}
 
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
     if (!t->data) return;

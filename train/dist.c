@@ -28,14 +28,6 @@ static long g_allreduce_calls = 0;
  * whole buffer at once. */
 enum { BUCKET_FLOATS = 1 << 22 };
 
-int sf_dist_available(void) {
-#ifdef SFVIT_HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 #ifdef SFVIT_HAVE_MPI
 static void dist_finalize(void) {
     int finalized = 0;
@@ -86,7 +78,6 @@ int sf_dist_init(void) {
 }
 
 int sf_dist_rank(void) { return g_rank; }
-int sf_dist_world(void) { return g_world; }
 int sf_dist_local_world(void) { return g_local_world; }
 
 void sf_dist_sum(double *buf, int n) {
@@ -120,12 +111,6 @@ void sf_dist_broadcast(float *buf, size_t n) {
 #else
     (void)buf;
     (void)n;
-#endif
-}
-
-void sf_dist_barrier(void) {
-#ifdef SFVIT_HAVE_MPI
-    if (g_world > 1) MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }
 

@@ -55,7 +55,6 @@ float sf_rng_beta(sf_rng *r, float a, float b);
 /* One thread setting drives both OpenMP and OpenBLAS, so they never oversubscribe.
  * n <= 0 means: env SFVIT_THREADS if set, else the number of cores. Returns the count used. */
 int sf_threads_init(int n);
-int sf_threads_get(void);
 
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);

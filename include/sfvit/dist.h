@@ -25,11 +25,8 @@
  * Returns the world size (1 without a launcher or without MPI support). */
 int sf_dist_init(void);
 int sf_dist_rank(void);
-int sf_dist_world(void);
 /* Ranks on this node (for dividing the cores between them); 1 when single-process. */
 int sf_dist_local_world(void);
-/* Whether this binary was built with MPI support. */
-int sf_dist_available(void);
 
 /* Sums n doubles over all ranks, in place. */
 void sf_dist_sum(double *buf, int n);
@@ -38,7 +35,6 @@ void sf_dist_sum(double *buf, int n);
 int sf_dist_all_ok(int ok);
 /* Copies rank 0's n floats to every rank. */
 void sf_dist_broadcast(float *buf, size_t n);
-void sf_dist_barrier(void);
 
 /* Averages the trainable gradients of ps over the ranks, in place, bucket by bucket
  * (sum, then scale by 1/world). Times itself (sf_dist_allreduce_stats). */

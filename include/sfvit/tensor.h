@@ -149,9 +149,8 @@ sf_tensor *sf_tensor_new1(sf_ctx *g, int d0);
 sf_tensor *sf_tensor_new2(sf_ctx *g, int d0, int d1);
 sf_tensor *sf_tensor_new3(sf_ctx *g, int d0, int d1, int d2);
 sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3);
-/* Same shape as t, uninitialized / zeroed. */
+/* Same shape as t, uninitialized. */
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
-sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t);
 /* Release an activation's data when no backward reads it (e.g. the fused qkv output once it
  * is split into heads); t->data becomes NULL, its shape and gradient stay. */
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t);
