@@ -1,7 +1,6 @@
 /* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
  * Deliberately no global state. */
 #include "sfvit/core.h"
-#include "ops_internal.h" /* sf_gemm_split_enabled */
 
 #include <math.h>
 #include <stdarg.h>
@@ -183,6 +182,15 @@ float sf_rng_beta(sf_rng *r, float a, float b) {
 }
 
 /* ---- threads ---- */
+int sf_gemm_split_enabled(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("SFVIT_GEMM");
+        mode = !(e && !strcmp(e, "openblas"));
+    }
+    return mode;
+}
+
 
 int sf_threads_init(int n) {
     if (n <= 0) {

@@ -12,7 +12,6 @@
 
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
-#include "ops_internal.h" /* sf_gemm */
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
 static double proc_status_mib(const char *field) {
@@ -170,7 +169,7 @@ int sf_cmd_bench(int argc, char **argv) {
            B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
     printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
            arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
-    sf_profile_report(stdout);
+    sf_profile_report(stdout, sf_op_name);
     printf("train_img_per_s %.2f\n", B / train);
     printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
     printf("train_peak_rss_mib %.1f\n", train_rss);
