@@ -17,7 +17,6 @@
 #include <mpi.h>
 #endif
 
-sf_batchnorm_allreduce_fn sf_batchnorm_allreduce = NULL;
 
 static int g_rank = 0, g_world = 1, g_local_world = 1, g_inited = 0;
 static double g_allreduce_seconds = 0;
@@ -180,10 +179,11 @@ int sf_dist_params_in_sync(const sf_params *ps) {
 #endif
 }
 
-void sf_dist_set_bn_sync(int on) {
+void (*sf_dist_batchnorm_hook(int on))(double *, int) {
 #ifdef SFVIT_HAVE_MPI
-    sf_batchnorm_allreduce = on && g_world > 1 ? bn_allreduce_mpi : NULL;
+    return on && g_world > 1 ? bn_allreduce_mpi : NULL;
 #else
     (void)on;
+    return NULL;
 #endif
 }

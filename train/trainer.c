@@ -563,7 +563,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
         threads_wanted = cores / sf_dist_local_world() > 1 ? (int)(cores / sf_dist_local_world()) : 1;
     }
     r->threads = sf_threads_init(threads_wanted);
-    sf_dist_set_bn_sync(r->cfg.train.bn_sync);
+    r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
     print_startup(r);
     int ok = run_open_data(r) == 0 && run_build_model(r) == 0;
     ok = sf_dist_all_ok(ok) && sf_dist_all_ok(run_make_folder(r) == 0);

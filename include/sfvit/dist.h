@@ -48,11 +48,9 @@ int sf_dist_params_in_sync(const sf_params *ps);
 /* Seconds spent in sf_dist_allreduce_grads, and calls, since the start. */
 void sf_dist_allreduce_stats(double *seconds, long *calls);
 
-/* SyncBatchNorm hook (src/ops/norm.c): when set, BatchNorm in training mode sums its
- * per-channel statistics over the ranks with it. buf holds n doubles summed in place. Set
- * by sf_dist_set_bn_sync(1) in a world larger than 1, NULL otherwise. */
-typedef void (*sf_batchnorm_allreduce_fn)(double *buf, int n);
-extern sf_batchnorm_allreduce_fn sf_batchnorm_allreduce;
-void sf_dist_set_bn_sync(int on);
+/* The SyncBatchNorm hook for a context's sum_over_ranks (tensor.h): with on (train.bn_sync)
+ * in a world larger than 1, a function summing n doubles over the ranks in place; else
+ * NULL, and BatchNorm keeps per-rank statistics. */
+void (*sf_dist_batchnorm_hook(int on))(double *buf, int n);
 
 #endif
