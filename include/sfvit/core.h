@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Longest path kept in fixed buffers (configs, dataset roots, run folders). */
+#define SF_PATH_MAX 1024
+
 #define SF_ASSERT(cond, ...)                                                         \
     do {                                                                             \
         if (!(cond)) sf_assert_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__);      \

@@ -10,7 +10,21 @@
 #ifndef SFVIT_DATA_H
 #define SFVIT_DATA_H
 
-#include "sfvit/config.h"
+#include "sfvit/core.h"
+
+/* The augmentation recipe (the config's aug section). */
+typedef struct sf_aug_cfg {
+    int rrc;                  /* RandomResizedCrop on (1) or plain resize (0) */
+    float scale_min, scale_max, ratio_min, ratio_max;
+    char interpolation[16];   /* bilinear | bicubic | random */
+    float hflip;              /* probability */
+    char randaugment[64];     /* "" (off) or timm string like "rand-m9-mstd0.5-inc1" */
+    float mean[3], std[3];
+    float reprob;             /* random erasing probability */
+    float mixup, cutmix, mixup_switch, mixup_prob; /* alphas (0 = off), switch prob, prob */
+    float smoothing;          /* label smoothing */
+    float crop_pct;           /* eval: resize shorter side to size/crop_pct, center crop */
+} sf_aug_cfg;
 
 /* ---- images ---- */
 typedef struct sf_image {
