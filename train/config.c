@@ -185,35 +185,11 @@ static const key_def *key_find(const char *k) {
 
 /* ---- defaults ---- */
 
-static void model_custom_defaults(sf_model_cfg *m) {
-    memset(m, 0, sizeof(*m));
-    m->family = SF_FAMILY_VIT;
-    m->img_size = 224;
-    m->in_chans = 3;
-    m->num_classes = 1000;
-    m->patch_size = 16;
-    m->embed_dim = 192;
-    m->depth = 12;
-    m->num_heads = 3;
-    m->mlp_ratio = 4.0f;
-    m->num_stages = 4; /* SOFT pyramids; unused by ViT/XCiT */
-    m->nr_iters = 20;
-    m->nr_init = SF_NR_MASTER;
-    m->attn = SF_ATTN_MSA;
-    m->attn_norm = SF_NORM_L1;
-    m->sima_order = SF_SIMA_AUTO;
-    m->act = SF_ACT_GELU;
-    m->lpi = 1;
-    m->layer_scale_init = 1.0f;
-    m->cls_attn_layers = 2;
-    m->drop_path_rate = 0.1f;
-    m->drop_rate = 0.0f;
-}
 
 void sf_config_defaults(sf_config *cfg) {
     /* Zeroed first so unused string bytes compare equal (round-trip tests use memcmp). */
     memset(cfg, 0, sizeof(*cfg));
-    model_custom_defaults(&cfg->model);
+    sf_model_defaults(&cfg->model, ""); /* the custom small ViT */
     sf_data_cfg *d = &cfg->data;
     strcpy(d->train_split, "train");
     strcpy(d->val_split, "val");
@@ -400,7 +376,7 @@ static int set_model_name(sf_config *cfg, const key_def *k, const sval *v, const
     if (strlen(name) >= k->size) return fmt_err(where, k->key, "name too long: '%s'", name);
     sf_model_cfg m;
     if (!name[0]) {
-        model_custom_defaults(&m);
+        sf_model_defaults(&m, "");
     } else {
         int known = 0;
         const char *const *names = sf_model_names;
