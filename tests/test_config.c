@@ -345,6 +345,12 @@ static void test_validate(void) {
     sf_config_defaults(&c);
     strcpy(c.train.name, "a/b");
     expect_invalid("run_name", &c, "train.name");
+    /* the whole RandAugment string, with the data layer's parser, not only its prefix */
+    sf_config_defaults(&c);
+    strcpy(c.aug.randaugment, "rand-m9-zz3");
+    expect_invalid("randaugment_key", &c, "aug.randaugment");
+    strcpy(c.aug.randaugment, "rand-mx");
+    expect_invalid("randaugment_value", &c, "aug.randaugment");
 }
 
 static void test_output(void) {

@@ -363,8 +363,8 @@ typedef struct epoch_stats {
     float lr;
 } epoch_stats;
 
-/* Checks that need no file written: the config against this launch (ranks, RandAugment
- * string), the run folder's state (a checkpoint in the way, or one that leaves nothing to
+/* Checks that need no file written (the config itself is validated by the caller,
+ * sf_config_validate): the config against this launch (ranks), the run folder's state (a checkpoint in the way, or one that leaves nothing to
  * do). Everything a user can get wrong fails here or while the data and model are built,
  * before the run folder is touched. */
 static int run_check(run *r) {
@@ -379,11 +379,6 @@ static int run_check(run *r) {
     if (r->world > 1 && (c->aug.mixup > 0 || c->aug.cutmix > 0) && r->rank_batch % 2 != 0) {
         sf_error("mixup/cutmix pair samples within a rank's batch: %d per rank is odd", r->rank_batch);
         sf_hint("set train.batch_size to a multiple of %d", 2 * r->world);
-        return -1;
-    }
-    sf_randaug ra;
-    if (sf_randaug_parse(c->aug.randaugment, &ra) != 0) {
-        sf_hint("aug.randaugment takes timm's form, e.g. rand-m9-mstd0.5-inc1 (\"\" = off)");
         return -1;
     }
     int len = r->resume_dir ? snprintf(r->dir, sizeof r->dir, "%s", r->resume_dir)
