@@ -506,9 +506,15 @@ static int run_restore(run *r) {
     r->ema = sf_malloc(r->ps.total * sizeof(float));
     memcpy(r->ema, r->ps.data, r->ps.total * sizeof(float));
     if (r->resume_dir && file_exists(r->path_ema)) {
+        sf_ckpt_report rep;
         ema_swap(r);
-        int rc = sf_checkpoint_load(r->path_ema, &r->ps, &(sf_ckpt_opts){.strict = 1}, NULL);
+        int rc = sf_checkpoint_load(r->path_ema, &r->ps, &(sf_ckpt_opts){.strict = 1}, &rep);
         ema_swap(r);
+        const char *gs = rc == 0 ? sf_ckpt_meta_get(&rep, "global_step") : NULL;
+        if (gs && atol(gs) != r->st.global_step)  // a kill between the two writes
+            sf_warn("%s is from update %s, %s from update %ld; the EMA continues from its own", r->path_ema, gs,
+                    r->path_last, r->st.global_step);
+        sf_ckpt_report_free(&rep);
         if (rc != 0) return -1;
         printf("EMA weights resumed from %s\n", r->path_ema);
     } else if (r->resume_dir) {
@@ -651,6 +657,18 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
     fflush(r->flog);
 }
 
+/* last.safetensors with the optimizer moments, and ema.safetensors (the same state in its
+ * metadata, so a resume can tell they belong together). */
+static int save_checkpoints(run *r) {
+    if (r->ema) {
+        ema_swap(r);
+        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, 0);
+        ema_swap(r);
+        if (rc != 0) return SF_TRAIN_ERROR;
+    }
+    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+}
+
 /* The steps of one epoch, from st.step_in_epoch until its end, a stop signal, train.max_steps
  * or a NaN/Inf (SF_TRAIN_DIVERGED, the weights untouched by that step). */
 static int train_epoch(run *r, int epoch, epoch_stats *es) {
@@ -695,7 +713,7 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
         }
         if (c->train.save_every_steps > 0 && step % c->train.save_every_steps == 0 && step < r->steps_per_epoch) {
             r->st.epoch = epoch;
-            if (save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) != 0) return SF_TRAIN_ERROR;
+            if (save_checkpoints(r) != SF_TRAIN_OK) return SF_TRAIN_ERROR;
         }
         if (r->world == 1) stop = g_stop_requested;
         if (stop || (c->train.max_steps > 0 && r->steps_this_run >= c->train.max_steps)) {
@@ -749,7 +767,7 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
     return SF_TRAIN_OK;
 }
 
-/* last.safetensors with the optimizer moments (and ema.safetensors), every epoch or stop. */
+/* The checkpoints at the end of an epoch or a stop. */
 static int save_last(run *r) {
     /* MPI: identical updates keep the ranks' parameters bit-equal; check that before saving,
      * and continue from rank 0's if a reduction was not bitwise reproducible. */
@@ -758,13 +776,7 @@ static int save_last(run *r) {
         sf_dist_broadcast_params(&r->ps, 1);
         if (r->ema) sf_dist_broadcast(r->ema, r->ps.total);
     }
-    if (r->ema) {
-        ema_swap(r);
-        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, 0);
-        ema_swap(r);
-        if (rc != 0) return SF_TRAIN_ERROR;
-    }
-    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+    return save_checkpoints(r);
 }
 
 static void report_stop(const run *r) {

@@ -50,8 +50,10 @@ void sf_conv2d_set_direct(int enabled);
 /* exp(x): x = n ln2 + r (Cody–Waite split of ln 2, |r| <= ln2/2), exp(r) by its degree-7
  * Taylor polynomial (truncation < 3e-9), 2^n assembled in the exponent bits. Relative error
  * < 2e-7 on [-87, 88]; arguments are clamped to that range (no infinities, no denormals). */
-static inline __attribute__((always_inline)) float sf_fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+static inline __attribute__((always_inline)) float sf_fast_expf(float x0) {
+    /* NaN is clamped too (to -87), so the exponent below is always a small integer (a NaN
+     * cast to int is undefined), and restored at the end: NaN in, NaN out, for the NaN stop. */
+    float x = x0 > -87.0f ? (x0 < 88.0f ? x0 : 88.0f) : -87.0f;
     /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22 */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
@@ -65,7 +67,7 @@ static inline __attribute__((always_inline)) float sf_fast_expf(float x) {
     p = p * r + 1.0f;
     union { int32_t i; float f; } s;
     s.i = ((int32_t)n + 127) << 23;
-    return p * s.f;
+    return x0 == x0 ? p * s.f : x0;
 }
 
 /* erf(x), absolute error < 3e-7: |x| < 1 by the odd rational minimax form x P(x^2) / Q(x^2)
