@@ -37,13 +37,13 @@ const char *sf_dtype_name(sf_dtype dt) {
     return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].name : "?";
 }
 
-int sf_dtype_from_name(const char *name) {
+static int dtype_from_name(const char *name) {
     for (int i = 0; i < SF_DTYPE_COUNT; i++)
         if (strcmp(dtype_info[i].name, name) == 0) return i;
     return -1;
 }
 
-size_t sf_dtype_size(sf_dtype dt) { return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].size : 0; }
+static size_t dtype_size(sf_dtype dt) { return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].size : 0; }
 
 /* ---- reader ---- */
 
@@ -96,7 +96,7 @@ static int parse_entry(const char *file, const cJSON *item, sf_st_entry *e) {
     if (!sh) return sf_error("%s: tensor '%s': missing field \"shape\"", file, nm);
     if (!off) return sf_error("%s: tensor '%s': missing field \"data_offsets\"", file, nm);
     if (!cJSON_IsString(dt)) return sf_error("%s: tensor '%s': \"dtype\" is not a string", file, nm);
-    int d = sf_dtype_from_name(dt->valuestring);
+    int d = dtype_from_name(dt->valuestring);
     if (d < 0)
         return sf_error("%s: tensor '%s': unknown dtype '%s' (known: F32 F64 F16 BF16 I64 I32 "
                         "I16 I8 U8 BOOL)", file, nm, dt->valuestring);
@@ -119,7 +119,7 @@ static int parse_entry(const char *file, const cJSON *item, sf_st_entry *e) {
             return sf_error("%s: tensor '%s': the product of the shape overflows", file, nm);
     }
     uint64_t bytes;
-    if (__builtin_mul_overflow(numel, (uint64_t)sf_dtype_size(e->dtype), &bytes))
+    if (__builtin_mul_overflow(numel, (uint64_t)dtype_size(e->dtype), &bytes))
         return sf_error("%s: tensor '%s': the byte size of the shape overflows", file, nm);
     e->numel = numel;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
@@ -501,7 +501,7 @@ int sf_st_writer_add(sf_st_writer *w, const char *name, sf_dtype dtype, int ndim
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0 || __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel))
             return sf_error("safetensors writer: tensor '%s': bad shape", name);
-    if (__builtin_mul_overflow(numel, (uint64_t)sf_dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
+    if (__builtin_mul_overflow(numel, (uint64_t)dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
         return sf_error("safetensors writer: tensor '%s': too large", name);
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 64;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* ---- arena ---- */
-void sf_arena_init(sf_arena *a, size_t block_size) {
+static void arena_init(sf_arena *a, size_t block_size) {
     memset(a, 0, sizeof(*a));
     a->block_size = block_size ? block_size : (size_t)64 << 20;
 }
@@ -68,7 +68,7 @@ void *sf_arena_calloc(sf_arena *a, size_t bytes) {
     return p;
 }
 
-void sf_arena_reset(sf_arena *a) {
+static void arena_reset(sf_arena *a) {
     for (sf_arena_block *b = a->first; b; b = b->next) b->used = 0;
     a->head = a->first;
     a->in_use = 0;
@@ -92,7 +92,7 @@ void sf_arena_release(sf_arena *a, void *p, size_t bytes) {
     a->in_use -= need;
 }
 
-void sf_arena_free(sf_arena *a) {
+static void arena_free(sf_arena *a) {
     sf_arena_block *b = a->first;
     while (b) {
         sf_arena_block *next = b->next;
@@ -106,20 +106,20 @@ void sf_arena_free(sf_arena *a) {
 /* ---- context ---- */
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes) {
     memset(g, 0, sizeof(*g));
-    sf_arena_init(&g->arena, arena_block_bytes);
+    arena_init(&g->arena, arena_block_bytes);
     g->grad_enabled = 1;
     g->training = 1;
     sf_rng_seed(&g->rng, 0x5f1c2d3e4b5a6978ULL);
 }
 
 void sf_ctx_free(sf_ctx *g) {
-    sf_arena_free(&g->arena);
+    arena_free(&g->arena);
     free(g->tape);
     memset(g, 0, sizeof(*g));
 }
 
 void sf_ctx_reset(sf_ctx *g) {
-    sf_arena_reset(&g->arena);
+    arena_reset(&g->arena);
     g->tape_len = 0;
 }
 

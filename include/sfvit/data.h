@@ -104,11 +104,6 @@ int sf_image_encode_png(const sf_image *img, int level, uint8_t **buf, size_t *l
 int sf_write_file(const char *path, const uint8_t *buf, size_t len);
 
 enum { SF_INTERP_BILINEAR = 0, SF_INTERP_BICUBIC = 1 };
-/* Resamples the box [x0, x1) x [y0, y1) of src (source pixel units, may be fractional) to
- * ow x oh with PIL's separable filters (support widened by the downscale factor, i.e.
- * antialiased, as torchvision's Resize on PIL images). dst is allocated. */
-void sf_image_resample(const sf_image *src, double x0, double y0, double x1, double y1, int ow,
-                       int oh, int interp, sf_image *dst);
 
 /* timm RandAugment string "rand-m9-mstd0.5-inc1" (keys m, n, mstd, mmax, inc, p). */
 typedef struct sf_randaug {

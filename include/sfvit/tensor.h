@@ -49,14 +49,11 @@ typedef struct sf_arena {
     void *recycled;         /* released chunks (sf_arena_release), reused by exact size */
 } sf_arena;
 
-void sf_arena_init(sf_arena *a, size_t block_size);
 void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
 void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
-void sf_arena_reset(sf_arena *a);
 /* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
  * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */
 void sf_arena_release(sf_arena *a, void *p, size_t bytes);
-void sf_arena_free(sf_arena *a);
 
 /* ---- the tape ----
  * The engine records nodes and walks them backwards; it knows an op only by its number
