@@ -70,7 +70,7 @@ int sf_dist_init(void) {
     if (v && atoi(v) > 1) {
         sf_error("started by an MPI launcher with %s ranks, but this sfvit was built without MPI", v);
         sf_hint("apt-get install libopenmpi-dev, then `meson setup --reconfigure -Dmpi=enabled BUILD`");
-        exit(1);
+        g_world = -1; /* every rank would train alone on the same run folder: refuse */
     }
 #endif
     return g_world;

@@ -554,7 +554,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     sf_params_init(&r->ps);
     sf_ctx_init(&r->g, 0);
     /* MPI: P ranks split the global batch; ranks other than 0 print nothing on stdout. */
-    r->world = sf_dist_init();
+    if ((r->world = sf_dist_init()) < 1) return SF_TRAIN_ERROR;
     r->rank = sf_dist_rank();
     if (!sf_dist_all_ok(run_check(r) == 0)) return SF_TRAIN_ERROR;
     if (r->rank > 0 && !freopen("/dev/null", "w", stdout)) sf_warn("rank %d: cannot silence stdout", r->rank);

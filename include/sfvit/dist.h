@@ -22,7 +22,8 @@
 #include "sfvit/tensor.h"
 
 /* Initializes MPI when started by mpirun/srun (idempotent; MPI_Finalize runs at exit).
- * Returns the world size (1 without a launcher or without MPI support). */
+ * Returns the world size (1 without a launcher), or -1 after an error already reported
+ * (started by a launcher with several ranks but built without MPI). */
 int sf_dist_init(void);
 int sf_dist_rank(void);
 /* Ranks on this node (for dividing the cores between them); 1 when single-process. */
