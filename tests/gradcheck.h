@@ -166,6 +166,130 @@ static __attribute__((unused)) double gradcheck(const char *name, gc_build_fn bu
     return worst;
 }
 
+/* ---- Directional gradient check, for whole models ----
+ *
+ * Element-wise finite differences through a deep float32 graph are noise-bound: one weight
+ * moved by h changes L by about h·g_j, which sits close to the float32 rounding of L, so
+ * the worst of a few probes depends on the compiler, the optimisation level and the BLAS
+ * kernels (Zen 4 vs Zen 5, -O2 vs an ASan -O0 build). Moving the whole tensor along a random
+ * direction v instead changes L by h·<g, v>, about sqrt(numel) times more signal for the
+ * same rounding noise, and a wrong backward still shows: its error e adds <e, v> to the
+ * analytic side, of size |e|·|v|/sqrt(numel), the same order as the error itself.
+ *
+ * For each input x and each of `n_dirs` directions v (entries N(0, 1)), central differences
+ *     D(t) = (L(x + t v) - L(x - t v)) / 2t
+ * are taken at t = 4s, 2s, s, s/2 with s = h_rel · max(rms(x), 0.02) (the step chosen per
+ * tensor); each neighbouring pair gives a Richardson estimate (4 D(t/2) - D(t)) / 3, which
+ * cancels the O(t^2) curvature term (GELU, LayerNorm), and the median of the three is kept:
+ * the largest steps can straddle kinks of |q| in the l1 norms, the smallest is closest to
+ * rounding noise, and the median discards either outlier. The error of one direction is
+ * |<g, v> - D*| / |g|: |g| is the standard deviation of <g, v> over directions, so a
+ * direction nearly orthogonal to g does not inflate the error.
+ *
+ * Tolerance 0.1 of |g| (docs/testing.md). Correct backwards gave at most 0.036 over the tiny
+ * models, with release and ASan -O0 builds, OpenBLAS kernels Haswell, SandyBridge, Prescott
+ * and Zen, one and two threads, steps 1e-3 to 3e-3; the largest are SOFT's, whose backward
+ * is the gradient of the exact pseudo-inverse (-Y^T G Y^T) while the forward runs a fixed
+ * number of Newton–Raphson steps from a max-norm start, so their floor is set by NR
+ * convergence, not rounding. Every backward broken on purpose (SFVIT_BREAK_BACKWARD) that a
+ * model uses gave 0.5 or more (tests/test_teeth.sh). */
+typedef struct gc_dir_opts {
+    int n_dirs;      /* random directions per input (default 2) */
+    float h_rel;     /* step s, relative to the tensor's rms (default 2e-3) */
+    double tol;      /* allowed error (default 0.1) */
+    int training;    /* ctx->training during the check */
+} gc_dir_opts;
+
+static __attribute__((unused)) double gc_loss_at(sf_ctx *g, gc_build_fn build, void *user, sf_tensor **in,
+                                                 sf_rng rng_saved, const float *R) {
+    g->rng = rng_saved;
+    double l = gc_project(build(g, in, user), R);
+    sf_ctx_reset(g);
+    return l;
+}
+
+/* Central differences of L along v at the steps 4t, 2t, t, t/2. */
+static __attribute__((unused)) void gc_central_diffs(sf_ctx *g, gc_build_fn build, void *user, sf_tensor **in,
+                                                     sf_tensor *x, const float *v, float t, sf_rng rng_saved,
+                                                     const float *R, double d[4]) {
+    float *keep = malloc(x->numel * sizeof(float));
+    memcpy(keep, x->data, x->numel * sizeof(float));
+    for (int k = 0; k < 4; k++) {
+        float s = t * (float)(4 >> k) + (k == 3 ? t * 0.5f : 0.0f);
+        for (size_t j = 0; j < x->numel; j++) x->data[j] = keep[j] + s * v[j];
+        double lp = gc_loss_at(g, build, user, in, rng_saved, R);
+        for (size_t j = 0; j < x->numel; j++) x->data[j] = keep[j] - s * v[j];
+        double lm = gc_loss_at(g, build, user, in, rng_saved, R);
+        d[k] = (lp - lm) / (2.0 * (double)s);
+    }
+    memcpy(x->data, keep, x->numel * sizeof(float));
+    free(keep);
+}
+
+static __attribute__((unused)) double gc_median3(double a, double b, double c) {
+    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+/* Returns the worst error over the inputs that require grad (and prints it). */
+static __attribute__((unused)) double gradcheck_dir(const char *name, gc_build_fn build, void *user, sf_tensor **in,
+                                                    int n_in, gc_dir_opts o) {
+    if (o.n_dirs == 0) o.n_dirs = 2;
+    if (o.h_rel == 0) o.h_rel = 2e-3f;
+    if (o.tol == 0) o.tol = 0.1;
+    sf_ctx g;
+    sf_ctx_init(&g, (size_t)8 << 20);
+    g.training = o.training;
+    sf_rng rng_saved = g.rng, pick;
+    sf_rng_seed(&pick, 4321);
+
+    sf_tensor *out = build(&g, in, user);
+    float *R = malloc(out->numel * sizeof(float));
+    for (size_t i = 0; i < out->numel; i++) R[i] = sf_rng_uniform(&pick) * 2.0f - 1.0f;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->requires_grad) {
+            free(in[i]->grad);
+            in[i]->grad = calloc(in[i]->numel, sizeof(float));
+        }
+    sf_backward_seeded(&g, out, R);
+    sf_ctx_reset(&g);
+    g.grad_enabled = 0;
+
+    double worst = 0;
+    for (int i = 0; i < n_in; i++) {
+        sf_tensor *x = in[i];
+        if (!x->requires_grad) continue;
+        double ss = 0;
+        for (size_t j = 0; j < x->numel; j++) ss += (double)x->data[j] * x->data[j];
+        double rms = sqrt(ss / (double)x->numel);
+        float step = o.h_rel * (float)(rms > 0.02 ? rms : 0.02);
+        float *v = malloc(x->numel * sizeof(float));
+        double worst_x = 0;
+        for (int k = 0; k < o.n_dirs; k++) {
+            double analytic = 0, typical = 0;
+            for (size_t j = 0; j < x->numel; j++) {
+                v[j] = sf_rng_normal(&pick);
+                analytic += (double)x->grad[j] * v[j];
+                typical += (double)x->grad[j] * x->grad[j];
+            }
+            typical = sqrt(typical);
+            double d[4], r[3];
+            gc_central_diffs(&g, build, user, in, x, v, step, rng_saved, R, d);
+            for (int m = 0; m < 3; m++) r[m] = (4.0 * d[m + 1] - d[m]) / 3.0; /* Richardson, steps 2^(1-m) s */
+            double numeric = gc_median3(r[0], r[1], r[2]);
+            double err = fabs(analytic - numeric) / (typical > 1e-12 ? typical : 1e-12);
+            if (err > worst_x) worst_x = err;
+        }
+        free(v);
+        if (worst_x > worst) worst = worst_x;
+        CHECK(worst_x <= o.tol, "%s: input %d (%s) directional gradient error %.3g > tol %.3g", name, i,
+              x->name ? x->name : "?", worst_x, o.tol);
+    }
+    printf("  gradcheck %-40s directional err %.2e\n", name, worst);
+    free(R);
+    sf_ctx_free(&g);
+    return worst;
+}
+
 /* Compare two float arrays: |a-b| <= atol + rtol*|b|. Prints the first mismatches. */
 static __attribute__((unused)) int allclose(const char *what, const float *a, const float *b, size_t n, float rtol, float atol) {
     int bad = 0;

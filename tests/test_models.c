@@ -476,12 +476,12 @@ static sf_tensor *gc_model_fwd(sf_ctx *g, sf_tensor **in, void *user) {
     return sf_model_forward(g, u->m, u->x);
 }
 
-/* Float32 forward, so the step is a compromise: 1e-3 on weights scaled ×10 keeps both the
- * rounding noise and the curvature (l1 sign kinks, GELU, LayerNorm) below the tolerance;
- * larger steps fail on curvature alone, not on a wrong gradient (checked by breaking a
- * backward: SFVIT_BREAK_BACKWARD=l1norm_tokens makes both checks fail). */
-static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *const *names, int n,
-                                 float tol) {
+/* Directional checks (tests/gradcheck.h): weights scaled ×10 so every path carries signal;
+ * tolerance 0.1 of |g| against <= 0.02 seen for correct backwards, >= 0.5 for broken ones. */
+static const char *only_model = NULL; /* `test_models gradcheck NAME` */
+
+static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *const *names, int n) {
+    if (only_model && !strstr(label, only_model)) return;
     sf_params ps;
     sf_params_init(&ps);
     sf_model *m = sf_model_build(&c, &ps);
@@ -505,7 +505,7 @@ static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *
         p->t->grad = NULL;  // gradcheck owns the probed tensors' gradient buffers
     }
     gc_model u = {m, &x};
-    gradcheck(label, gc_model_fwd, &u, in, n, (gc_opts){.h = 1e-3f, .tol = tol, .max_probe = 20});
+    gradcheck_dir(label, gc_model_fwd, &u, in, n, (gc_dir_opts){0});
     for (int i = 0; i < n; i++) {
         free(in[i]->grad);
         in[i]->grad = keep[i];
@@ -542,8 +542,40 @@ static void test_interpolate(void) {
     allclose("bicubic constant", dst + C, want, (size_t)36 * C, 0, 1e-6f);
 }
 
-int main(void) {
+/* Whole-model gradient checks of a tiny model of each family; `test_models gradcheck [NAME]`
+ * runs only these, or only those whose label contains NAME (tests/test_teeth.sh breaks
+ * backwards on purpose and needs them to fail). */
+static void test_model_gradchecks(void) {
+    {
+        static const char *const names[] = {"blocks.0.attn.qkv.weight", "patch_embed.proj.weight",
+                                            "blocks.1.mlp.fc1.bias", "pos_embed", "cls_token"};
+        test_model_gradcheck("model vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), names, 5);
+        test_model_gradcheck("model vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1), names, 5);
+    }
+    {
+        static const char *const names[] = {"blocks.1.attn.qkv.weight", "cls_attn_blocks.0.attn.qkv.weight",
+                                            "blocks.0.local_mp.conv1.weight", "cls_token",
+                                            "pos_embeder.token_projection.weight"};
+        test_model_gradcheck("model xcit sima l1", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), names, 5);
+        test_model_gradcheck("model xcit sima l2", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L2, 8), names, 5);
+        test_model_gradcheck("model xcit xca", tiny_xcit(SF_ATTN_XCA, SF_NORM_L1, 8), names, 5);
+    }
+    {
+        static const char *const names[] = {"block1.0.att.mha.W_q.weight", "block2.0.att.mha.attn.Qlandmark_op.weight",
+                                            "block3.0.att.mha.attn.conv.weight", "pos_embed2",
+                                            "block4.0.attn.kv.weight"};
+        test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5);
+        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5);
+    }
+}
+
+int main(int argc, char **argv) {
     sf_threads_init(0);
+    if (argc > 1 && !strcmp(argv[1], "gradcheck")) {
+        only_model = argc > 2 ? argv[2] : NULL;
+        test_model_gradchecks();
+        return test_summary("test_models");
+    }
     test_figures();
     test_sima_variants();
     test_custom_vit();
@@ -579,26 +611,6 @@ int main(void) {
     test_order_switch("order switch vit sima", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
     test_order_switch("order switch xcit sima", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8));
 
-    {
-        static const char *const names[] = {"blocks.0.attn.qkv.weight", "patch_embed.proj.weight",
-                                            "blocks.1.mlp.fc1.bias", "pos_embed", "cls_token"};
-        test_model_gradcheck("model vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), names, 5, 2e-2f);
-    }
-    {
-        static const char *const names[] = {"blocks.1.attn.qkv.weight", "cls_attn_blocks.0.attn.qkv.weight",
-                                            "blocks.0.local_mp.conv1.weight", "cls_token",
-                                            "pos_embeder.token_projection.weight"};
-        test_model_gradcheck("model xcit sima l1", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), names, 5, 3e-2f);
-    }
-    {
-        static const char *const names[] = {"block1.0.att.mha.W_q.weight", "block2.0.att.mha.attn.Qlandmark_op.weight",
-                                            "block3.0.att.mha.attn.conv.weight", "pos_embed2",
-                                            "block4.0.attn.kv.weight"};
-        test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5, 3e-2f);
-        /* D^-1/2 Y D^-1/2 amplifies float32 rounding of the finite differences (the error stays
-         * ~5e-2 for 20..80 NR iterations and any step, so it is not the NR approximation); a
-         * broken backward is still far outside (SFVIT_BREAK_BACKWARD=gauss_kernel: > 1). */
-        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 8e-2f);
-    }
+    test_model_gradchecks();
     return test_summary("test_models");
 }

@@ -348,7 +348,9 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
     int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
     sf_sima_order order = (sf_sima_order)node->iarg[0];
     const sima_saved *sv = node->saved;
-    int broken = sf_break_backward("sima");
+    /* teeth: "sima" breaks both orders, "sima_qk_first" / "sima_kv_first" one of them */
+    int broken = sf_break_backward("sima") ||
+                 sf_break_backward(order == SF_SIMA_QK_FIRST ? "sima_qk_first" : "sima_kv_first");
     /* Each of dQ, dK, dV is written by one product per slice: new buffers take beta 0. The
      * broken variant skips dK, and inputs that are the same tensor share one buffer, so those
      * cases take zeroed buffers and accumulate. */
@@ -524,7 +526,7 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
     const xca_saved *sv = node->saved;
     float *dq = attn_grad_or_null(g, q), *dk = attn_grad_or_null(g, k);
     float *dv = attn_grad_or_null(g, v), *dt = attn_grad_or_null(g, t);
-    int broken = sf_break_backward("xca");
+    int broken = sf_break_backward("xca"); // teeth: dtau dropped, and the l2 norm's projection term in dk
     attn_par par = attn_par_begin(L);
     size_t per = (size_t)D * D + 2 * (size_t)N * D + 2 * (size_t)D;
     float *scratch = attn_alloc(g, (size_t)par.nthr * per);
@@ -555,7 +557,7 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         }
         if (dk) {
             sf_gemm(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
-            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
+            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
         }
     }
     attn_par_end(par);

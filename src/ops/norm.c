@@ -261,6 +261,7 @@ void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
     float *dx = x->requires_grad ? sf_grad_dst(g, x, &acc) : NULL;
     float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
+    const float keep_var = sf_break_backward("batchnorm2d") ? 0.0f : 1.0f;  // teeth: the x̂ Σ g x̂ term dropped
     double *sums = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));  // (2C + 1) Σ g, Σ g ⊙ x̂, M
 #pragma omp parallel for if (x->numel > 32768)
     for (int c = 0; c < C; c++) {
@@ -288,7 +289,7 @@ void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
 #pragma omp parallel for if (x->numel > 32768)
     for (int c = 0; c < C; c++) {
         const float m = sv->mean[c], r = sv->rstd[c], gam = w ? w->data[c] : 1.0f;
-        const float sg = (float)sums[c], sgx = (float)sums[C + c];
+        const float sg = (float)sums[c], sgx = keep_var * (float)sums[C + c];
         for (int bi = 0; bi < B; bi++) {
             const float *xp = x->data + ((size_t)bi * C + c) * HW, *gp = G + ((size_t)bi * C + c) * HW;
             float *d = dx + ((size_t)bi * C + c) * HW;
