@@ -5,14 +5,16 @@
  * can say exactly which parameters kept their initial values. Mismatches are listed by name,
  * never silently resized or partially copied.
  *
- * Deliberately not here: name remapping between model families (a checkpoint from another
- * code base is converted once by a script, so the keys here are always the timm keys).
+ * Files in other formats (torch.save) and other key layouts (timm's XCiT names) are turned
+ * into the same view of named tensors by sf_ckpt_open before matching (pth.c, names.c).
  */
 #include "sfvit/checkpoint.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sfvit/core.h"
 
@@ -127,6 +129,42 @@ static int copy_entry(const sf_st_file *f, const sf_st_entry *e, float *dst, siz
     return rc;
 }
 
+/* The first bytes of a file (fewer if it is shorter); an unreadable file is left to the
+ * reader to report. */
+static sf_ckpt_format sniff_file(const char *path) {
+    unsigned char head[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return SF_CKPT_UNKNOWN;
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    return n > 0 ? sf_ckpt_sniff(head, (size_t)n) : SF_CKPT_UNKNOWN;
+}
+
+int sf_ckpt_open(sf_st_file *f, const char *path, sf_params *ps, sf_layout_report *rep, sf_ckpt_format *format) {
+    sf_ckpt_format fmt = sniff_file(path);
+    int is_pth = fmt == SF_CKPT_PTH_ZIP || fmt == SF_CKPT_PTH_LEGACY || fmt == SF_CKPT_PTH_TAR;
+    if (format) *format = is_pth ? fmt : SF_CKPT_SAFETENSORS;
+    if (rep) memset(rep, 0, sizeof(*rep));
+    if ((is_pth ? sf_pth_open(f, path, NULL) : sf_st_open(f, path)) != 0) return -1;
+    if (!ps) return 0;
+    sf_layout_report local;
+    if (sf_names_adapt(f, ps, rep ? rep : &local) != 0) {
+        sf_st_close(f);
+        return -1;
+    }
+    return 0;
+}
+
+/* A file whose keys name few of the model's parameters fits none of the known layouts. */
+static void hint_layouts(const sf_st_file *f, const sf_params *ps, const sf_layout_report *lay) {
+    if (lay->n_fit * 2 >= ps->count) return;
+    sf_hint("only %d of the model's %d parameters are named by the file in any known layout (official %s, timm "
+            "XCiT, with or without DistributedDataParallel's 'module.'); the file's first keys: %s%s%s%s%s",
+            lay->n_fit, ps->count, "DeiT/XCiT/SimA/SOFT", f->n_entries > 0 ? f->entries[0].name : "(none)",
+            f->n_entries > 1 ? ", " : "", f->n_entries > 1 ? f->entries[1].name : "", f->n_entries > 2 ? ", " : "",
+            f->n_entries > 2 ? f->entries[2].name : "");
+}
+
 int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts,
                        sf_ckpt_report *report) {
     SF_ASSERT(ps->allocated, "checkpoint load before sf_params_alloc");
@@ -135,7 +173,7 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
     sf_ckpt_report r = {0};
     r.loaded = sf_calloc((size_t)(ps->count ? ps->count : 1), 1);
     sf_st_file f;
-    if (sf_st_open(&f, path) != 0) {
+    if (sf_ckpt_open(&f, path, ps, &r.layout, &r.format) != 0) {
         if (report) *report = r;
         else free(r.loaded);
         return -1;
@@ -191,6 +229,7 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
         list_print(&mism, path, "keys with a different shape or dtype", o.strict);
     }
     int rc = 0;
+    if (bad && (!o.quiet || o.strict)) hint_layouts(&f, ps, &r.layout);
     if (o.strict && bad) {
         sf_hint("the checkpoint was saved from a different model or config; to fine-tune from it "
                 "load non-strictly (model.init_from) and skip the mismatched prefixes");
@@ -211,6 +250,9 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
             }
         }
     }
+    if (rc == 0 && !o.quiet && (r.format != SF_CKPT_SAFETENSORS || r.layout.n_renamed))
+        printf("%s: loaded %d tensors, %s layout%s\n", path, r.n_loaded, r.layout.layout,
+               r.layout.ddp_prefix ? " (DistributedDataParallel 'module.' prefix removed)" : "");
     r.meta = sf_calloc((size_t)(f.n_meta ? f.n_meta : 1), sizeof(sf_st_meta));
     for (int i = 0; i < f.n_meta; i++) {
         r.meta[i].key = sf_strdup(f.meta[i].key);

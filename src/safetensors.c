@@ -43,7 +43,7 @@ static int dtype_from_name(const char *name) {
     return -1;
 }
 
-static size_t dtype_size(sf_dtype dt) { return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].size : 0; }
+size_t sf_dtype_size(sf_dtype dt) { return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].size : 0; }
 
 /* ---- reader ---- */
 
@@ -119,7 +119,7 @@ static int parse_entry(const char *file, const cJSON *item, sf_st_entry *e) {
             return sf_error("%s: tensor '%s': the product of the shape overflows", file, nm);
     }
     uint64_t bytes;
-    if (__builtin_mul_overflow(numel, (uint64_t)dtype_size(e->dtype), &bytes))
+    if (__builtin_mul_overflow(numel, (uint64_t)sf_dtype_size(e->dtype), &bytes))
         return sf_error("%s: tensor '%s': the byte size of the shape overflows", file, nm);
     e->numel = numel;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
@@ -501,7 +501,7 @@ int sf_st_writer_add(sf_st_writer *w, const char *name, sf_dtype dtype, int ndim
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0 || __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel))
             return sf_error("safetensors writer: tensor '%s': bad shape", name);
-    if (__builtin_mul_overflow(numel, (uint64_t)dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
+    if (__builtin_mul_overflow(numel, (uint64_t)sf_dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
         return sf_error("safetensors writer: tensor '%s': too large", name);
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 64;

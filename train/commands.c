@@ -75,7 +75,7 @@ int sf_cmd_train(int argc, char **argv) {
 /* Loads the config stored in a checkpoint's metadata (written by sfvit train). */
 static int config_from_checkpoint(const char *ckpt, sf_config *cfg, int n_over, char *const *over) {
     sf_st_file meta;
-    if (sf_st_open(&meta, ckpt) != 0) return -1;
+    if (sf_ckpt_open(&meta, ckpt, NULL, NULL, NULL) != 0) return -1;
     const char *text = sf_st_meta_get(&meta, "config");
     if (!text) {
         sf_st_close(&meta);

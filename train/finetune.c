@@ -20,7 +20,7 @@ int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *
         return -1;
     }
     sf_st_file f;
-    if (sf_st_open(&f, path) != 0) {
+    if (sf_ckpt_open(&f, path, ps, NULL, NULL) != 0) {
         sf_ckpt_report_free(&rep);
         return -1;
     }
@@ -70,9 +70,9 @@ int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *
             unexpected++;
         }
     }
-    printf("fine-tune from %s: %d tensors loaded, %d head re-initialized, %d interpolated, %d other missing/mismatched, "
+    printf("fine-tune from %s (%s layout): %d tensors loaded, %d head re-initialized, %d interpolated, %d other missing/mismatched, "
            "%d unexpected\n",
-           path, rep.n_loaded, reinit_head, interpolated, others, unexpected);
+           path, rep.layout.layout, rep.n_loaded, reinit_head, interpolated, others, unexpected);
     sf_st_close(&f);
     sf_ckpt_report_free(&rep);
     return 0;

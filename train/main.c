@@ -41,6 +41,10 @@ static const struct command {
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
      "    [--config FILE.yaml]\n"},
+    {"convert", sf_cmd_convert,
+     "convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
+     "    [--model NAME|CONFIG.yaml [key=value ...]] loads it strictly into that model and stores\n"
+     "    the config; [--key K] [--ema] choose the dict of a training checkpoint.\n"},
     {"data", sf_cmd_data,
      "data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
      "  data check ROOT                       counts per class, sizes, bad files\n"

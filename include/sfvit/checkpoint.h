@@ -9,6 +9,8 @@
 #ifndef SFVIT_CHECKPOINT_H
 #define SFVIT_CHECKPOINT_H
 
+#include "sfvit/names.h"
+#include "sfvit/pth.h"
 #include "sfvit/safetensors.h"
 #include "sfvit/tensor.h"
 
@@ -43,9 +45,19 @@ typedef struct sf_ckpt_report {
     unsigned char *loaded; /* (ps->count): 1 if parameter i was loaded */
     sf_st_meta *meta;   /* copy of the file's metadata */
     int n_meta;
+    sf_ckpt_format format;  /* safetensors or a torch.save file */
+    sf_layout_report layout; /* key layout detected (names.h) */
 } sf_ckpt_report;
 
-/* Loads path into ps (allocated). Prints missing, unexpected and mismatched keys by name
+/* Opens a checkpoint of any readable format — safetensors, or a torch.save file (pth.h),
+ * told apart by their first bytes — into f. Given a parameter store, the keys are renamed
+ * to its names when the file uses another known layout (names.h; rep may be NULL). Returns
+ * -1 with a message naming the file. */
+int sf_ckpt_open(sf_st_file *f, const char *path, sf_params *ps, sf_layout_report *rep, sf_ckpt_format *format);
+
+/* Loads path (any format sf_ckpt_open reads, in any layout it knows) into ps (allocated).
+ * A torch.save file or a renamed layout is reported on one line ("loaded 152 tensors, timm
+ * XCiT layout") unless quiet. Prints missing, unexpected and mismatched keys by name
  * (at most 20 of each). Strict: any of them fails the load and ps is unchanged. Non-strict
  * (fine-tuning): the rest is loaded and report->loaded says which parameters were. report
  * may be NULL; otherwise free it with sf_ckpt_report_free. Returns -1 on an unreadable or

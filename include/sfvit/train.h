@@ -50,6 +50,7 @@ int sf_cmd_info(int argc, char **argv);
 int sf_cmd_config(int argc, char **argv);
 int sf_cmd_dump(int argc, char **argv);
 int sf_cmd_viz(int argc, char **argv);
+int sf_cmd_convert(int argc, char **argv);
 int sf_cmd_data(int argc, char **argv);
 int sf_cmd_ablate(int argc, char **argv);
 int sf_cmd_bench(int argc, char **argv);

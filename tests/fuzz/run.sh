@@ -4,7 +4,7 @@
 # in tests/fuzz/crashes/<target>/ (each once broke a parser). Fails on any crash, leak,
 # sanitizer report, timeout or out-of-memory; the input that caused it is kept in
 # $BUILD/fuzz-artifacts/<target>/ and the log in $BUILD/fuzz-logs/<target>.log.
-# Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]   (targets: config image safetensors idx)
+# Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]   (targets: config image safetensors idx pth)
 # Env: SFVIT_FUZZ_BUILD (build folder, default build-fuzz), SFVIT_FUZZ_SKIP_BUILD=1 (use the
 # existing build), SFVIT_FUZZ_ARGS (extra libFuzzer flags).
 # New interesting inputs go to $BUILD/fuzz-corpus/<target>/, never into the committed seeds.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config image safetensors idx)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config image safetensors idx pth)
 BUILD=${SFVIT_FUZZ_BUILD:-build-fuzz}
 
 if ! command -v clang > /dev/null; then
