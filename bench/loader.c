@@ -85,7 +85,7 @@ static int run(const char *dir, int workers, int batch, int epochs) {
     for (int e = 0; e < epochs; e++) {
         sf_loader_start_epoch(l, e, 0);
         sf_batch b;
-        while (sf_loader_next(l, &b)) {
+        while (sf_loader_next(l, &b) > 0) {
             images += b.size;
             checksum += b.images[0];
         }

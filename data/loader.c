@@ -5,6 +5,11 @@
  * Sharding follows torch DistributedSampler: the order is padded to a multiple of world by
  * repeating from its start and rank r takes positions r, r+world, ... `fraction` keeps the
  * first part of the shard. Training drops the last partial batch; eval keeps it.
+ * Repeated augmentation (`repeats` k > 1, DeiT's RASampler, timm RepeatAugSampler with
+ * selected_round=0): each index of the permutation appears k times in a row, the k-fold
+ * order is sharded as above (so with world >= k the copies go to different ranks), and each
+ * rank keeps ceil(N / world) positions, the epoch length without repetition. Every copy is
+ * a distinct position, so it gets its own augmentation.
  * Determinism: work is handed out per sample, but every sample's transform draws from a
  * generator seeded by (seed, epoch, position in the global order) and every batch's
  * mixup/cutmix from (seed, epoch, batch index), so the batches do not depend on the worker
@@ -52,6 +57,7 @@ struct sf_loader {
     atomic_uchar *bad;    /* (count) 1 = known bad file */
     atomic_int *counted;  /* (count) gen + 1 when already counted in this epoch */
     atomic_int skipped;   /* distinct bad files met this epoch */
+    atomic_int failed;    /* a worker found no readable image: sf_loader_next returns -1 */
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv, ready_cv, idle_cv;
@@ -83,6 +89,7 @@ static void seed_for(sf_rng *r, uint64_t seed, int purpose, int epoch, uint64_t 
 /* ---- epoch order ---- */
 static void build_order(sf_loader *l, int epoch) {
     int N = l->ds->count, world = l->o.world, rank = l->o.rank;
+    const int k = l->o.train && l->o.repeats > 1 ? l->o.repeats : 1;
     int *perm = sf_malloc(sizeof(int) * N); // (N)
     for (int i = 0; i < N; i++) perm[i] = i;
     if (l->o.train) {
@@ -104,7 +111,7 @@ static void build_order(sf_loader *l, int epoch) {
     }
     for (int p = 0; p < use; p++) {
         int g = rank + p * world;
-        l->order[p] = perm[g % N];
+        l->order[p] = perm[(int)(((long)g % ((long)N * k)) / k)];
         l->global_pos[p] = g;
     }
     l->n = use;
@@ -217,15 +224,18 @@ static void *worker_main(void *arg) {
         int good = load_sample(l, pos, gen, s->images + (size_t)i * l->sample_floats, &s->labels[i],
                                &buf, &cap);
         s->ok[i] = (uint8_t)good;
-        if (!good && l->o.train) {
+        if (!good && l->o.train && atomic_exchange(&l->failed, 1) == 0)
             sf_error("no readable image left in %s/%s", l->ds->root, l->ds->split);
-            exit(1);
-        }
 
         pthread_mutex_lock(&l->mu);
+        /* a failed loader hands out nothing more; the consumer wakes up to return -1 */
+        if (atomic_load(&l->failed)) {
+            l->assign_batch = l->steps;
+            pthread_cond_broadcast(&l->ready_cv);
+        }
         /* an epoch restarted meanwhile drops the work; start_epoch waits for inflight == 0,
          * so nobody touches a slot (finish_batch included) while it resets them */
-        if (gen == l->gen && ++s->done == batch_len(l, b)) {
+        else if (gen == l->gen && ++s->done == batch_len(l, b)) {
             pthread_mutex_unlock(&l->mu);
             finish_batch(l, s);
             pthread_mutex_lock(&l->mu);
@@ -328,11 +338,15 @@ int sf_loader_next(sf_loader *l, sf_batch *b) {
         return 0;
     }
     ring_slot *s = &l->ring[l->consumed % l->prefetch];
-    if (!(s->state == SLOT_READY && s->batch == l->consumed)) {
+    if (!(s->state == SLOT_READY && s->batch == l->consumed) && !atomic_load(&l->failed)) {
         double t0 = sf_now();
-        while (!(s->state == SLOT_READY && s->batch == l->consumed))
+        while (!(s->state == SLOT_READY && s->batch == l->consumed) && !atomic_load(&l->failed))
             pthread_cond_wait(&l->ready_cv, &l->mu);
         l->stall += sf_now() - t0;
+    }
+    if (atomic_load(&l->failed)) {
+        pthread_mutex_unlock(&l->mu);
+        return -1;
     }
     l->holding = 1;
     b->size = s->done;

@@ -84,8 +84,11 @@ static inline uint8_t clip_u8(float v) {
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
 }
 
-void sf_image_resample(const sf_image *src, double x0, double y0, double x1, double y1, int ow,
-                       int oh, int interp, sf_image *dst) {
+/* Resamples the box [x0, x1) x [y0, y1) of src (source pixel units, may be fractional) to
+ * ow x oh with PIL's separable filters (support widened by the downscale factor, i.e.
+ * antialiased, as torchvision's Resize on PIL images). dst is allocated. */
+static void image_resample(const sf_image *src, double x0, double y0, double x1, double y1, int ow, int oh,
+                           int interp, sf_image *dst) {
     SF_ASSERT(ow > 0 && oh > 0 && x1 > x0 && y1 > y0);
     int c = src->c, W = src->w;
     resample_axis ax, ay;
@@ -172,7 +175,7 @@ static void resize_center_crop(const sf_image *img, int scale_size, int size, in
     /* CenterCrop pads when the image is smaller than the crop; scale_size >= size here */
     int top = round_half_even((rh - size) / 2.0), left = round_half_even((rw - size) / 2.0);
     double sx = (double)img->w / rw, sy = (double)img->h / rh;
-    sf_image_resample(img, left * sx, top * sy, (left + size) * sx, (top + size) * sy, size, size,
+    image_resample(img, left * sx, top * sy, (left + size) * sx, (top + size) * sy, size, size,
                       interp, out);
 }
 
@@ -276,7 +279,7 @@ void sf_transform_train(const sf_image *img, int size, const sf_aug_cfg *aug,
         int top, left, h, w;
         rrc_params(img->w, img->h, aug, r, &top, &left, &h, &w);
         int interp = sf_interp_pick(aug->interpolation, r);
-        sf_image_resample(img, left, top, left + w, top + h, size, size, interp, &t);
+        image_resample(img, left, top, left + w, top + h, size, size, interp, &t);
     } else {
         resize_center_crop(img, size, size, sf_interp_pick(aug->interpolation, r), &t);
     }

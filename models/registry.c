@@ -83,6 +83,7 @@ int sf_model_defaults(sf_model_cfg *cfg, const char *name) {
     if (!strcmp(name, "deit_tiny")) vit_defaults(&c, 192, 12, 3);
     else if (!strcmp(name, "deit_small")) vit_defaults(&c, 384, 12, 6);
     else if (!strcmp(name, "vit")) vit_defaults(&c, 192, 6, 3);
+    else if (!name[0]) vit_defaults(&c, 192, 12, 3);  // the custom ViT of a config without model.name
     else if (!strcmp(name, "xcit_tiny_12_p16")) xcit_defaults(&c, 192, 12, 4, 16, 1.0f);
     else if (!strcmp(name, "xcit_small_12_p16")) xcit_defaults(&c, 384, 12, 8, 16, 1.0f);
     else if (!strcmp(name, "xcit_tiny_12_p8")) xcit_defaults(&c, 192, 12, 4, 8, 1.0f);

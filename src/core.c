@@ -1,7 +1,6 @@
 /* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
- * Deliberately no global state beyond the thread count. */
+ * Deliberately no global state. */
 #include "sfvit/core.h"
-#include "ops_internal.h" /* sf_gemm_split_enabled */
 
 #include <math.h>
 #include <stdarg.h>
@@ -27,9 +26,13 @@ void sf_assert_fail(const char *file, int line, const char *cond, const char *fm
     abort();
 }
 
+/* Messages go to stderr, which is unbuffered, while stdout is block-buffered when it is a
+ * file or a pipe: stdout is flushed first, so a message lands after what was printed before
+ * it (not in the middle of the settings table of a log captured with 2>&1). */
 int sf_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("sfvit: error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -40,6 +43,7 @@ int sf_error(const char *fmt, ...) {
 void sf_warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("sfvit: warning: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -49,6 +53,7 @@ void sf_warn(const char *fmt, ...) {
 void sf_hint(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fputs("---> HINT: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -177,7 +182,15 @@ float sf_rng_beta(sf_rng *r, float a, float b) {
 }
 
 /* ---- threads ---- */
-static int g_threads = 1;
+int sf_gemm_split_enabled(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("SFVIT_GEMM");
+        mode = !(e && !strcmp(e, "openblas"));
+    }
+    return mode;
+}
+
 
 int sf_threads_init(int n) {
     if (n <= 0) {
@@ -188,7 +201,6 @@ int sf_threads_init(int n) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n = cores > 0 ? (int)cores : 1;
     }
-    g_threads = n;
     /* Large products split over the OpenMP team themselves (src/ops/gemm.c); OpenBLAS then
      * runs single-threaded so that only one pool of threads shares the cores. */
     openblas_set_num_threads(sf_gemm_split_enabled() ? 1 : n);
@@ -198,7 +210,6 @@ int sf_threads_init(int n) {
     return n;
 }
 
-int sf_threads_get(void) { return g_threads; }
 
 double sf_now(void) {
     struct timespec ts;

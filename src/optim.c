@@ -77,3 +77,19 @@ const char *sf_grad_first_nonfinite(const sf_params *ps) {
     }
     return NULL;
 }
+
+void sf_params_ema_update(const sf_params *ps, float *ema, float decay) {
+    const float rest = 1.0f - decay;
+    for (int i = 0; i < ps->count; i++) {
+        const sf_param *p = &ps->list[i];
+        float *e = ema + p->offset;
+        const float *x = ps->data + p->offset;
+        const long n = (long)p->t->numel;
+        if (p->flags & SF_PARAM_I64) {
+            memcpy(e, x, (size_t)n * sizeof(float));
+            continue;
+        }
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (long j = 0; j < n; j++) e[j] = decay * e[j] + rest * x[j];
+    }
+}

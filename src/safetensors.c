@@ -37,7 +37,7 @@ const char *sf_dtype_name(sf_dtype dt) {
     return (unsigned)dt < SF_DTYPE_COUNT ? dtype_info[dt].name : "?";
 }
 
-int sf_dtype_from_name(const char *name) {
+static int dtype_from_name(const char *name) {
     for (int i = 0; i < SF_DTYPE_COUNT; i++)
         if (strcmp(dtype_info[i].name, name) == 0) return i;
     return -1;
@@ -96,7 +96,7 @@ static int parse_entry(const char *file, const cJSON *item, sf_st_entry *e) {
     if (!sh) return sf_error("%s: tensor '%s': missing field \"shape\"", file, nm);
     if (!off) return sf_error("%s: tensor '%s': missing field \"data_offsets\"", file, nm);
     if (!cJSON_IsString(dt)) return sf_error("%s: tensor '%s': \"dtype\" is not a string", file, nm);
-    int d = sf_dtype_from_name(dt->valuestring);
+    int d = dtype_from_name(dt->valuestring);
     if (d < 0)
         return sf_error("%s: tensor '%s': unknown dtype '%s' (known: F32 F64 F16 BF16 I64 I32 "
                         "I16 I8 U8 BOOL)", file, nm, dt->valuestring);

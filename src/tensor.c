@@ -1,14 +1,13 @@
 /* tensor.c — the arena, tensors, the tape and the parameter store (see tensor.h).
  * Deliberately no reference counting and no views: an arena reset frees a whole step. */
 #include "sfvit/tensor.h"
-#include "ops_internal.h" /* sf_grad_dst */
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- arena ---- */
-void sf_arena_init(sf_arena *a, size_t block_size) {
+static void arena_init(sf_arena *a, size_t block_size) {
     memset(a, 0, sizeof(*a));
     a->block_size = block_size ? block_size : (size_t)64 << 20;
 }
@@ -69,7 +68,7 @@ void *sf_arena_calloc(sf_arena *a, size_t bytes) {
     return p;
 }
 
-void sf_arena_reset(sf_arena *a) {
+static void arena_reset(sf_arena *a) {
     for (sf_arena_block *b = a->first; b; b = b->next) b->used = 0;
     a->head = a->first;
     a->in_use = 0;
@@ -93,7 +92,7 @@ void sf_arena_release(sf_arena *a, void *p, size_t bytes) {
     a->in_use -= need;
 }
 
-void sf_arena_free(sf_arena *a) {
+static void arena_free(sf_arena *a) {
     sf_arena_block *b = a->first;
     while (b) {
         sf_arena_block *next = b->next;
@@ -107,20 +106,20 @@ void sf_arena_free(sf_arena *a) {
 /* ---- context ---- */
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes) {
     memset(g, 0, sizeof(*g));
-    sf_arena_init(&g->arena, arena_block_bytes);
+    arena_init(&g->arena, arena_block_bytes);
     g->grad_enabled = 1;
     g->training = 1;
     sf_rng_seed(&g->rng, 0x5f1c2d3e4b5a6978ULL);
 }
 
 void sf_ctx_free(sf_ctx *g) {
-    sf_arena_free(&g->arena);
+    arena_free(&g->arena);
     free(g->tape);
     memset(g, 0, sizeof(*g));
 }
 
 void sf_ctx_reset(sf_ctx *g) {
-    sf_arena_reset(&g->arena);
+    arena_reset(&g->arena);
     g->tape_len = 0;
 }
 
@@ -152,11 +151,6 @@ sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3) {
 
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(g, t->ndim, t->shape); }
 
-sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t) {
-    sf_tensor *z = sf_tensor_like(g, t);
-    memset(z->data, 0, z->numel * sizeof(float));
-    return z;
-}
 
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
     if (!t->data) return;
@@ -169,7 +163,7 @@ float *sf_grad(sf_ctx *g, sf_tensor *t) {
     return t->grad;
 }
 
-/* For a backward that writes every element of t's gradient (ops_internal.h): a gradient
+/* For a backward that writes every element of t's gradient: a gradient
  * that does not exist yet is allocated uninitialized and the op writes it (*accumulate = 0),
  * which saves the zero fill and one read of the buffer; otherwise the op accumulates. */
 float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate) {
@@ -197,8 +191,8 @@ int sf_same_shape(const sf_tensor *a, const sf_tensor *b) {
 /* ---- profile: seconds per op, forward (time since the previous tape push, so it is
  * exact for a grad-mode forward made only of ops) and backward ---- */
 static int g_profile = -1;
-static double g_prof_fwd[SF_OP_COUNT], g_prof_bwd[SF_OP_COUNT], g_prof_last;
-static long g_prof_calls[SF_OP_COUNT];
+static double g_prof_fwd[SF_MAX_OPS], g_prof_bwd[SF_MAX_OPS], g_prof_last;
+static long g_prof_calls[SF_MAX_OPS];
 
 static int profiling(void) {
     if (g_profile < 0) {
@@ -212,17 +206,17 @@ void sf_profile_mark(void) {
     if (profiling()) g_prof_last = sf_now();
 }
 
-void sf_profile_report(FILE *f) {
+void sf_profile_report(FILE *f, const char *(*op_name)(int op)) {
     if (!profiling()) return;
     double tf = 0, tb = 0;
-    for (int i = 0; i < SF_OP_COUNT; i++) {
+    for (int i = 0; i < SF_MAX_OPS; i++) {
         tf += g_prof_fwd[i];
         tb += g_prof_bwd[i];
     }
     fprintf(f, "  %-16s %8s %10s %10s %7s\n", "op", "calls", "fwd ms", "bwd ms", "share");
-    for (int i = 1; i < SF_OP_COUNT; i++) {
+    for (int i = 1; i < SF_MAX_OPS; i++) {
         if (!g_prof_calls[i]) continue;
-        fprintf(f, "  %-16s %8ld %10.1f %10.1f %6.1f%%\n", sf_op_table[i].name, g_prof_calls[i], 1e3 * g_prof_fwd[i],
+        fprintf(f, "  %-16s %8ld %10.1f %10.1f %6.1f%%\n", op_name(i), g_prof_calls[i], 1e3 * g_prof_fwd[i],
                 1e3 * g_prof_bwd[i], 100 * (g_prof_fwd[i] + g_prof_bwd[i]) / (tf + tb));
     }
     fprintf(f, "  %-16s %8s %10.1f %10.1f\n", "total", "", 1e3 * tf, 1e3 * tb);
@@ -236,8 +230,10 @@ int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in) {
     return 0;
 }
 
-sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in) {
+sf_node *sf_tape_record(sf_ctx *g, int op, sf_backward_fn backward, sf_tensor *out, sf_tensor *const *in,
+                        int n_in) {
     SF_ASSERT(n_in <= SF_MAX_INPUTS);
+    SF_ASSERT(op > 0 && op < SF_MAX_OPS && backward, "op %d", op);
     if (g->tape_len == g->tape_cap) {
         g->tape_cap = g->tape_cap ? 2 * g->tape_cap : 256;
         g->tape = sf_realloc(g->tape, (size_t)g->tape_cap * sizeof(sf_node));
@@ -251,6 +247,7 @@ sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in,
     sf_node *n = &g->tape[g->tape_len++];
     memset(n, 0, sizeof(*n));
     n->op = op;
+    n->backward = backward;
     n->out = out;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
@@ -291,14 +288,12 @@ static void tape_walk(sf_ctx *g) {
     for (int i = g->tape_len - 1; i >= 0; i--) {
         sf_node *n = &g->tape[i];
         if (!n->out->grad) continue; /* nothing flowed into this node's output */
-        SF_ASSERT(n->op > SF_OP_NONE && n->op < SF_OP_COUNT && sf_op_table[n->op].backward,
-                  "op %d has no backward", (int)n->op);
         if (profiling()) {
             double t0 = sf_now();
-            sf_op_table[n->op].backward(g, n);
+            n->backward(g, n);
             g_prof_bwd[n->op] += sf_now() - t0;
         } else {
-            sf_op_table[n->op].backward(g, n);
+            n->backward(g, n);
         }
         release_out_grad(g, n);
     }

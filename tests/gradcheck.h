@@ -186,13 +186,9 @@ static __attribute__((unused)) double gradcheck(const char *name, gc_build_fn bu
  * |<g, v> - D*| / |g|: |g| is the standard deviation of <g, v> over directions, so a
  * direction nearly orthogonal to g does not inflate the error.
  *
- * Tolerance 0.1 of |g| (docs/testing.md). Correct backwards gave at most 0.036 over the tiny
- * models, with release and ASan -O0 builds, OpenBLAS kernels Haswell, SandyBridge, Prescott
- * and Zen, one and two threads, steps 1e-3 to 3e-3; the largest are SOFT's, whose backward
- * is the gradient of the exact pseudo-inverse (-Y^T G Y^T) while the forward runs a fixed
- * number of Newton–Raphson steps from a max-norm start, so their floor is set by NR
- * convergence, not rounding. Every backward broken on purpose (SFVIT_BREAK_BACKWARD) that a
- * model uses gave 0.5 or more (tests/test_teeth.sh). */
+ * Tolerances are the caller's (tests/test_models.c, docs/testing.md): each model's worst
+ * error over many direction sets, release and ASan builds and several BLAS kernels, against
+ * the error every backward broken on purpose gives (tests/test_teeth.sh). */
 typedef struct gc_dir_opts {
     int n_dirs;      /* random directions per input (default 2) */
     float h_rel;     /* step s, relative to the tensor's rms (default 2e-3) */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml.h>
 
 #include "gradcheck.h"
 #include "sfvit/config.h"
@@ -58,10 +59,46 @@ static int same(const sf_config *a, const sf_config *b) {
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
+/* Any YAML reader sees every key of a written config exactly once: no mapping (the top
+ * level or a section) repeats a key, which readers resolve differently (PyYAML keeps the
+ * last). Returns the number of section keys, or -1. */
+static int yaml_keys_unique(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    yaml_parser_t p;
+    yaml_document_t doc;
+    yaml_parser_initialize(&p);
+    yaml_parser_set_input_file(&p, f);
+    int ok = yaml_parser_load(&p, &doc), n = 0;
+    yaml_parser_delete(&p);
+    fclose(f);
+    if (!ok) return -1;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root || root->type != YAML_MAPPING_NODE) n = -1;
+    for (yaml_node_pair_t *a = root && n >= 0 ? root->data.mapping.pairs.start : NULL;
+         a && a < root->data.mapping.pairs.top && n >= 0; a++) {
+        for (yaml_node_pair_t *b = root->data.mapping.pairs.start; b < a; b++)
+            if (!strcmp((char *)yaml_document_get_node(&doc, a->key)->data.scalar.value,
+                        (char *)yaml_document_get_node(&doc, b->key)->data.scalar.value))
+                n = -1;
+        yaml_node_t *sec = yaml_document_get_node(&doc, a->value);
+        if (n < 0 || sec->type != YAML_MAPPING_NODE) continue;
+        for (yaml_node_pair_t *x = sec->data.mapping.pairs.start; x < sec->data.mapping.pairs.top; x++, n++)
+            for (yaml_node_pair_t *y = sec->data.mapping.pairs.start; y < x; y++)
+                if (!strcmp((char *)yaml_document_get_node(&doc, x->key)->data.scalar.value,
+                            (char *)yaml_document_get_node(&doc, y->key)->data.scalar.value))
+                    n = -1;
+    }
+    yaml_document_delete(&doc);
+    return n;
+}
+
 static void round_trip(const char *what, const sf_config *c) {
     char out[512];
     snprintf(out, sizeof out, "%s/written_%s.yaml", tmpdir, what);
     CHECK(sf_config_write(c, out) == 0, "%s: write", what);
+    int nk = yaml_keys_unique(out);
+    CHECK(nk > 50, "%s: written YAML has a repeated key (or cannot be read): %d keys", what, nk);
     sf_config back;
     CHECK(sf_config_load(&back, out, 0, NULL) == 0, "%s: written config loads", what);
     int d = sf_config_diff(c, &back, stderr);
@@ -308,6 +345,12 @@ static void test_validate(void) {
     sf_config_defaults(&c);
     strcpy(c.train.name, "a/b");
     expect_invalid("run_name", &c, "train.name");
+    /* the whole RandAugment string, with the data layer's parser, not only its prefix */
+    sf_config_defaults(&c);
+    strcpy(c.aug.randaugment, "rand-m9-zz3");
+    expect_invalid("randaugment_key", &c, "aug.randaugment");
+    strcpy(c.aug.randaugment, "rand-mx");
+    expect_invalid("randaugment_value", &c, "aug.randaugment");
 }
 
 static void test_output(void) {

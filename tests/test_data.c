@@ -541,7 +541,7 @@ static void dump_epoch(sf_loader *l, int epoch, int start, epoch_dump *d, size_t
     sf_loader_start_epoch(l, epoch, start);
     sf_batch b;
     d->nb = 0;
-    while (sf_loader_next(l, &b)) {
+    while (sf_loader_next(l, &b) > 0) {
         int i = d->nb++;
         SF_ASSERT(i < 64);
         d->size[i] = b.size;
@@ -830,6 +830,118 @@ static void test_loader(void) {
     CHECK(rc == 0, "clean tree check");
 }
 
+/* Repeated augmentation (DeiT's RASampler): each image k times per epoch, each copy with
+ * its own augmentation, the copies spread over the ranks; and a loader whose files are all
+ * bad reports an error (-1) instead of ending the process. */
+static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void test_loader_repeats(void) {
+    char root[400], p[600];
+    snprintf(root, sizeof root, "%s/ra", g_root);
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "%s/train/c%d", root, k);
+            mkdirs("%s", p);
+            int w = 20 + i, h = 18 + k;
+            uint8_t *px = malloc((size_t)w * h * 3);
+            pattern_rgb(px, w, h, i + 10 * k);
+            snprintf(p, sizeof p, "%s/train/c%d/i%d.png", root, k, i);
+            write_png_raw(p, w, h, PNG_COLOR_TYPE_RGB, 8, px, w * 3, NULL, 0, NULL, 0);
+            free(px);
+        }
+    sf_dataset ds;
+    CHECK(sf_dataset_open(&ds, root, "train") == 0 && ds.count == 12, "12 images");
+    const int S = 16, N = 12;
+    const size_t sf = (size_t)3 * S * S;
+    sf_aug_cfg plain = {.rrc = 0, .scale_min = 0.08f, .scale_max = 1, .ratio_min = 0.75f, .ratio_max = 4.0f / 3,
+                        .mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f}, .crop_pct = 0.875f};
+    strcpy(plain.interpolation, "bilinear");
+    sf_aug_cfg rand = plain;
+    rand.rrc = 1;
+    rand.hflip = 0.5f;
+    /* sample p of rank r, with augmentation or without, in out (N * sf floats) */
+    float *img[2][3], *flat;
+    int lab[2][3][12];
+    for (int a = 0; a < 2; a++)
+        for (int world = 1; world <= 3; world += 2)
+            for (int r = 0; r < world; r++) {
+                sf_loader_opts o = {.batch_size = world == 1 ? 4 : 2, .img_size = S, .in_chans = 3, .train = 1,
+                                    .workers = 2, .prefetch = 2, .seed = 7, .aug = a ? &rand : &plain,
+                                    .num_classes = 3, .rank = r, .world = world, .fraction = 1, .repeats = 3};
+                sf_loader *l = sf_loader_create(&ds, &o);
+                epoch_dump d;
+                dump_epoch(l, 0, 0, &d, sf, 3);
+                int n = 0;
+                for (int b = 0; b < d.nb; b++) n += d.size[b];
+                CHECK(n == (world == 1 ? N : 4), "world %d: %d samples per rank, the epoch length without repeats",
+                      world, n);
+                flat = malloc(sizeof(float) * sf * N);
+                for (int b = 0, q = 0; b < d.nb; b++)
+                    for (int i = 0; i < d.size[b]; i++, q++) {
+                        memcpy(flat + q * sf, d.img[b] + i * sf, sizeof(float) * sf);
+                        lab[a][world == 1 ? 0 : r][q] = d.lab[b][i];
+                    }
+                if (world == 1) img[a][0] = flat;
+                else img[a][r] = flat;
+                if (world == 1 && r == 0 && a == 0) {
+                    /* one rank: the three copies of an image are consecutive */
+                    int ok = 1, distinct = 0;
+                    for (int j = 0; j < N / 3; j++) {
+                        ok &= same_floats(flat + 3 * j * sf, flat + (3 * j + 1) * sf, sf) &&
+                              same_floats(flat + 3 * j * sf, flat + (3 * j + 2) * sf, sf);
+                        distinct += j == 0 || !same_floats(flat + 3 * j * sf, flat + 3 * (j - 1) * sf, sf);
+                    }
+                    CHECK(ok && distinct == N / 3, "each image 3 times in a row (%d distinct of %d)", distinct, N / 3);
+                    free(flat);
+                }
+                if (world == 1 && a == 1) {
+                    int differ = 1;
+                    for (int j = 0; j < N / 3; j++)
+                        differ &= lab[1][0][3 * j] == lab[1][0][3 * j + 2] &&
+                                  !same_floats(flat + 3 * j * sf, flat + (3 * j + 1) * sf, sf);
+                    CHECK(differ, "copies of an image get different augmentations");
+                    free(flat);
+                }
+                dump_free(&d);
+                sf_loader_free(l);
+            }
+    /* three ranks: position q of every rank is the same image (copies 0, 1, 2 of it) */
+    int same_img = 1, aug_differs = 1;
+    for (int q = 0; q < 4; q++)
+        for (int r = 1; r < 3; r++) {
+            same_img &= same_floats(img[0][0] + q * sf, img[0][r] + q * sf, sf) && lab[0][0][q] == lab[0][r][q];
+            aug_differs &= lab[1][0][q] == lab[1][r][q] && !same_floats(img[1][0] + q * sf, img[1][r] + q * sf, sf);
+        }
+    CHECK(same_img, "3 ranks: the copies of an image go to different ranks");
+    CHECK(aug_differs, "3 ranks: each rank's copy has its own augmentation");
+    for (int a = 0; a < 2; a++)
+        for (int r = 0; r < 3; r++) free(img[a][r]);
+    sf_dataset_free(&ds);
+
+    /* every file bad: sf_loader_next reports -1, the process goes on */
+    snprintf(p, sizeof p, "%s/allbad/train/c0", g_root);
+    mkdirs("%s", p);
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/allbad/train/c0/x%d.png", g_root, i);
+        write_bytes(p, "not an image", 12);
+    }
+    snprintf(p, sizeof p, "%s/allbad", g_root);
+    CHECK(sf_dataset_open(&ds, p, "train") == 0, "bad tree indexed");
+    sf_loader_opts o = {.batch_size = 2, .img_size = S, .in_chans = 3, .train = 1, .workers = 2, .prefetch = 2,
+                        .seed = 7, .aug = &plain, .num_classes = 1, .world = 1, .fraction = 1};
+    stderr_begin();
+    sf_loader *l = sf_loader_create(&ds, &o);
+    sf_loader_start_epoch(l, 0, 0);
+    sf_batch b;
+    int rc = sf_loader_next(l, &b), rc2 = sf_loader_next(l, &b);
+    sf_loader_free(l);
+    char *msg = stderr_end();
+    CHECK(rc == -1 && rc2 == -1, "no readable image: sf_loader_next returns -1 (%d, %d)", rc, rc2);
+    CHECK(strstr(msg, "no readable image left") != NULL, "the error is reported: %s", msg);
+    free(msg);
+    sf_dataset_free(&ds);
+}
+
 /* ---- IDX import ---- */
 static void write_idx(const char *path, uint32_t magic, int ndim, const uint32_t *dims, const uint8_t *data,
                       size_t n) {
@@ -901,6 +1013,7 @@ int main(void) {
     test_transforms();
     test_mixup();
     test_loader();
+    test_loader_repeats();
     test_idx();
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_root);

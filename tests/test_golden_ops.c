@@ -208,42 +208,12 @@ static sf_tensor *run_cross_entropy(golden_case *c) {
     return sf_cross_entropy(c->g, logits, labels, NULL, meta_float(c, "smoothing"));
 }
 
-/* Indexed by sf_op so a new op without a golden runner is caught at compile time. */
-_Static_assert(SF_OP_COUNT == 34, "add a golden runner (and gen.py cases) for the new op");
+/* Generated from the op list (SF_OPS in ops.h): an op without a run_<name> above does not
+ * compile, and one without a golden case fails the coverage check in main. */
 static const golden_run_fn runners[SF_OP_COUNT] = {
-    [SF_OP_LINEAR] = run_linear,
-    [SF_OP_MATMUL] = run_matmul,
-    [SF_OP_ADD] = run_add,
-    [SF_OP_ADD_BROADCAST] = run_add_broadcast,
-    [SF_OP_MUL_BROADCAST] = run_mul_broadcast,
-    [SF_OP_SCALE] = run_scale,
-    [SF_OP_GELU] = run_gelu,
-    [SF_OP_GELU_TANH] = run_gelu_tanh,
-    [SF_OP_RELU] = run_relu,
-    [SF_OP_ELU1] = run_elu1,
-    [SF_OP_DROPOUT] = run_dropout,
-    [SF_OP_DROP_PATH] = run_drop_path,
-    [SF_OP_RESHAPE] = run_reshape,
-    [SF_OP_PERMUTE] = run_permute,
-    [SF_OP_HEADS_SPLIT] = run_heads_split,
-    [SF_OP_HEADS_MERGE] = run_heads_merge,
-    [SF_OP_SLICE_TOKENS] = run_slice_tokens,
-    [SF_OP_CONCAT_TOKENS] = run_concat_tokens,
-    [SF_OP_MEAN_TOKENS] = run_mean_tokens,
-    [SF_OP_SOFTMAX] = run_softmax,
-    [SF_OP_LAYERNORM] = run_layernorm,
-    [SF_OP_BATCHNORM2D] = run_batchnorm2d,
-    [SF_OP_L1NORM_TOKENS] = run_l1norm_tokens,
-    [SF_OP_L2NORM_TOKENS] = run_l2norm_tokens,
-    [SF_OP_SIMA] = run_sima,
-    [SF_OP_MSA] = run_msa,
-    [SF_OP_XCA] = run_xca,
-    [SF_OP_GAUSS_KERNEL] = run_gauss_kernel,
-    [SF_OP_NR_PINV] = run_nr_pinv,
-    [SF_OP_SOFT_SYMNORM] = run_soft_symnorm,
-    [SF_OP_CONV2D] = run_conv2d,
-    [SF_OP_AVGPOOL2D] = run_avgpool2d,
-    [SF_OP_CROSS_ENTROPY] = run_cross_entropy,
+#define GOLDEN_RUNNER(ID, name) [SF_OP_##ID] = run_##name,
+    SF_OPS(GOLDEN_RUNNER)
+#undef GOLDEN_RUNNER
 };
 
 static int op_index(const char *name) {

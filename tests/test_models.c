@@ -476,11 +476,12 @@ static sf_tensor *gc_model_fwd(sf_ctx *g, sf_tensor **in, void *user) {
     return sf_model_forward(g, u->m, u->x);
 }
 
-/* Directional checks (tests/gradcheck.h): weights scaled ×10 so every path carries signal;
- * tolerance 0.1 of |g| against <= 0.02 seen for correct backwards, >= 0.5 for broken ones. */
+/* Directional checks (tests/gradcheck.h): weights scaled ×10 so every path carries signal.
+ * Tolerance 0.1 of |g| for ViT and XCiT: correct backwards gave <= 0.057 over 16 sets of
+ * random directions (0.0072 with the fixed one), broken ones >= 0.2 (docs/testing.md). */
 static const char *only_model = NULL; /* `test_models gradcheck NAME` */
 
-static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *const *names, int n) {
+static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *const *names, int n, double tol) {
     if (only_model && !strstr(label, only_model)) return;
     sf_params ps;
     sf_params_init(&ps);
@@ -505,7 +506,7 @@ static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *
         p->t->grad = NULL;  // gradcheck owns the probed tensors' gradient buffers
     }
     gc_model u = {m, &x};
-    gradcheck_dir(label, gc_model_fwd, &u, in, n, (gc_dir_opts){0});
+    gradcheck_dir(label, gc_model_fwd, &u, in, n, (gc_dir_opts){.tol = tol});
     for (int i = 0; i < n; i++) {
         free(in[i]->grad);
         in[i]->grad = keep[i];
@@ -549,23 +550,28 @@ static void test_model_gradchecks(void) {
     {
         static const char *const names[] = {"blocks.0.attn.qkv.weight", "patch_embed.proj.weight",
                                             "blocks.1.mlp.fc1.bias", "pos_embed", "cls_token"};
-        test_model_gradcheck("model vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), names, 5);
-        test_model_gradcheck("model vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1), names, 5);
+        test_model_gradcheck("model vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), names, 5, 0.1);
+        test_model_gradcheck("model vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1), names, 5, 0.1);
     }
     {
         static const char *const names[] = {"blocks.1.attn.qkv.weight", "cls_attn_blocks.0.attn.qkv.weight",
                                             "blocks.0.local_mp.conv1.weight", "cls_token",
                                             "pos_embeder.token_projection.weight"};
-        test_model_gradcheck("model xcit sima l1", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), names, 5);
-        test_model_gradcheck("model xcit sima l2", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L2, 8), names, 5);
-        test_model_gradcheck("model xcit xca", tiny_xcit(SF_ATTN_XCA, SF_NORM_L1, 8), names, 5);
+        test_model_gradcheck("model xcit sima l1", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), names, 5, 0.1);
+        test_model_gradcheck("model xcit sima l2", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L2, 8), names, 5, 0.1);
+        test_model_gradcheck("model xcit xca", tiny_xcit(SF_ATTN_XCA, SF_NORM_L1, 8), names, 5, 0.1);
     }
     {
         static const char *const names[] = {"block1.0.att.mha.W_q.weight", "block2.0.att.mha.attn.Qlandmark_op.weight",
                                             "block3.0.att.mha.attn.conv.weight", "pos_embed2",
                                             "block4.0.attn.kv.weight"};
-        test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5);
-        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5);
+        /* SOFT's backward is the gradient of the exact inverse of the landmark kernel (-Y^T G Y^T,
+         * equal to PyTorch's float64 one in tests/golden), the forward a float32 Newton–Raphson
+         * result: along some directions of the landmark weights the two differ by up to 0.13 of
+         * |g| (16 direction sets; unchanged with 40 or 80 NR steps), so 0.25 here; the mildest
+         * break of an op SOFT uses gives 0.76. */
+        test_model_gradcheck("model soft", tiny_soft(SF_NORM_NONE), names, 5, 0.25);
+        test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 0.25);
     }
 }
 

@@ -422,6 +422,42 @@ static void test_soft_symnorm(void) {
     gc_leaf_free(A);
 }
 
+/* NaN input (weights that diverged) flows through as NaN, for every init and for SOFT++'s
+ * normalization, so the trainer's NaN stop sees it; an all-zero kernel matrix (every entry
+ * underflowed) too. None of them may end the process. */
+static void test_nan_input(void) {
+    const int M = 6;
+    sf_tensor *A = gc_leaf(3, (int[]){2, M, M}, 0);
+    sf_ctx g;
+    sf_ctx_init(&g, 1 << 20);
+    for (int c = 0; c < 4; c++) {
+        sf_rng r;
+        sf_rng_seed(&r, 61);
+        kernel_matrices(A->data, 2, M, 4, 1.0f, &r);
+        if (c < 2) A->data[M * M + 7] = NAN;  // second matrix
+        else if (c == 2) memset(A->data + M * M, 0, sizeof(float) * M * M);
+        else
+            for (int i = M * M; i < 2 * M * M; i++) A->data[i] = NAN;
+        for (int init = 0; init < 2; init++) {
+            sf_nr_init ni = init ? SF_NR_PAPER : SF_NR_MASTER;
+            sf_tensor *Y = c % 2 ? sf_soft_symnorm(&g, A, 10, ni) : sf_nr_pinv(&g, A, 10, ni);
+            int first_finite = 1, second_nan = 1;
+            for (int i = 0; i < M * M; i++) first_finite &= isfinite(Y->data[i]) != 0;
+            for (int i = M * M; i < 2 * M * M; i++) second_nan &= isnan(Y->data[i]) != 0;
+            const char *what = c == 0   ? "nr_pinv, NaN entry"
+                               : c == 1 ? "soft_symnorm, NaN entry"
+                               : c == 2 ? "nr_pinv, zero matrix"
+                                        : "soft_symnorm, NaN matrix";
+            CHECK(second_nan && first_finite, "%s (%s): NaN exactly where the input is bad", what,
+                  init ? "paper" : "master");
+            CHECK(isnan(sf_nr_last_residual()), "%s: NaN residual", what);
+            sf_ctx_reset(&g);
+        }
+    }
+    sf_ctx_free(&g);
+    gc_leaf_free(A);
+}
+
 /* With grad mode off nothing is recorded. */
 static void test_no_tape_without_grad(void) {
     sf_rng r;
@@ -448,5 +484,6 @@ int main(void) {
     test_gauss_batch_equals_single();
     test_soft_symnorm();
     test_no_tape_without_grad();
+    test_nan_input();
     return test_summary("test_ops_soft");
 }

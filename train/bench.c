@@ -12,7 +12,6 @@
 
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
-#include "ops_internal.h" /* sf_gemm */
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
 static double proc_status_mib(const char *field) {
@@ -60,6 +59,97 @@ static double sgemm_gflops(int M, int N, int K) {
     return 2.0 * M * N * K / median(t, 7) * 1e-9;
 }
 
+/* What one bench run measured (medians over the timed steps, seconds). */
+typedef struct bench_result {
+    double forward, backward, optimizer, inference;
+    size_t arena_peak;  /* bytes of activations at a training step's peak */
+    double train_rss;   /* MiB, process peak after the training steps */
+} bench_result;
+
+/* Timed training steps then inference batches of model m on the random batch (x, labels). */
+static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x, const int *labels, int warmup,
+                      int steps, int infer, bench_result *r) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    double *tf = sf_calloc((size_t)steps, sizeof(double)), *tb = sf_calloc((size_t)steps, sizeof(double));
+    double *to = sf_calloc((size_t)steps, sizeof(double)), *ti = sf_calloc((size_t)steps, sizeof(double));
+    for (int s = -warmup; s < steps; s++) {
+        g.training = 1;
+        g.grad_enabled = 1;
+        sf_params_zero_grad(ps);
+        sf_profile_mark();
+        double t0 = sf_now();
+        sf_tensor *logits = sf_model_forward(&g, m, x);
+        sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg->aug.smoothing);
+        double t1 = sf_now();
+        sf_backward(&g, loss);
+        double t2 = sf_now();
+        sf_adamw_step(ps, &cfg->optim, 1e-6f, s + warmup + 1);
+        double t3 = sf_now();
+        sf_ctx_reset(&g);
+        if (s >= 0) tf[s] = t1 - t0, tb[s] = t2 - t1, to[s] = t3 - t2;
+    }
+    r->arena_peak = g.arena.peak;
+    r->train_rss = proc_status_mib("VmHWM");
+    for (int s = -warmup; s < steps && infer; s++) {
+        g.training = 0;
+        g.grad_enabled = 0;
+        double t0 = sf_now();
+        sf_model_forward(&g, m, x);
+        double t1 = sf_now();
+        sf_ctx_reset(&g);
+        if (s >= 0) ti[s] = t1 - t0;
+    }
+    r->forward = median(tf, steps);
+    r->backward = median(tb, steps);
+    r->optimizer = median(to, steps);
+    r->inference = median(ti, steps);
+    free(tf);
+    free(tb);
+    free(to);
+    free(ti);
+    sf_ctx_free(&g);
+}
+
+static void bench_report(const sf_config *cfg, const bench_result *r, int threads, int infer, size_t param_floats,
+                         double base_rss) {
+    const sf_model_cfg *mc = &cfg->model;
+    const int B = cfg->train.batch_size, C = mc->in_chans, S = mc->img_size;
+    const double train = r->forward + r->backward + r->optimizer, inf = r->inference;
+    const double macs = sf_model_macs(mc); /* per image, forward */
+    /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
+    const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
+    /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
+    int width = mc->family == SF_FAMILY_SOFT ? mc->embed_dims[0] : mc->embed_dim;
+    int tokens = mc->family == SF_FAMILY_SOFT ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
+    int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
+    double peak = sgemm_gflops(B * tokens, hidden, width);
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s\n",
+           mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)");
+    printf("  %-22s %10s\n", "phase", "ms (median)");
+    printf("  %-22s %10.1f\n", "forward", r->forward * 1e3);
+    printf("  %-22s %10.1f\n", "backward", r->backward * 1e3);
+    printf("  %-22s %10.1f\n", "optimizer", r->optimizer * 1e3);
+    printf("  %-22s %10.1f\n", "train step", train * 1e3);
+    printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
+    printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
+           infer ? infer_gflops : 0.0);
+    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
+           B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
+    printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
+           r->arena_peak / 1048576.0, param_floats * 4.0 / 1048576.0);
+    sf_profile_report(stdout, sf_op_name);
+    printf("train_img_per_s %.2f\n", B / train);
+    printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
+    printf("train_peak_rss_mib %.1f\n", r->train_rss);
+    /* For bench/compare's ceiling: the work per image as counted above, and the sgemm rate. */
+    printf("train_gflop_per_img %.3f\n", 3.0 * 2.0 * macs * 1e-9);
+    printf("infer_gflop_per_img %.3f\n", 2.0 * macs * 1e-9);
+    printf("sgemm_peak_gflops %.1f\n", peak);
+    printf("base_rss_mib %.1f\n", base_rss);
+}
+
 int sf_cmd_bench(int argc, char **argv) {
     const char *config_path = NULL;
     char *overrides[128];
@@ -81,10 +171,10 @@ int sf_cmd_bench(int argc, char **argv) {
     }
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
-    int threads = sf_threads_init(cfg.train.threads);
+    const int threads = sf_threads_init(cfg.train.threads);
     const double base_rss = proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
-    const int B = cfg.train.batch_size, C = mc->in_chans, S = mc->img_size, K = mc->num_classes;
+    const int B = cfg.train.batch_size;
 
     sf_params ps;
     sf_params_init(&ps);
@@ -94,98 +184,19 @@ int sf_cmd_bench(int argc, char **argv) {
     sf_rng rng;
     sf_rng_seed(&rng, cfg.train.seed + 17);
     sf_model_init(m, &ps, &rng);
-
-    sf_tensor x;
-    memset(&x, 0, sizeof x);
-    x.ndim = 4;
-    x.shape[0] = B;
-    x.shape[1] = C;
-    x.shape[2] = S;
-    x.shape[3] = S;
-    x.numel = (size_t)B * C * S * S;
+    /* one random batch, reused by every step */
+    sf_tensor x = {.ndim = 4, .shape = {B, mc->in_chans, mc->img_size, mc->img_size}};
+    x.numel = (size_t)B * mc->in_chans * mc->img_size * mc->img_size;
     x.data = sf_aligned_alloc(x.numel * sizeof(float));
     for (size_t i = 0; i < x.numel; i++) x.data[i] = sf_rng_normal(&rng);
     int *labels = sf_malloc((size_t)B * sizeof(int));
-    for (int i = 0; i < B; i++) labels[i] = (int)sf_rng_below(&rng, (uint32_t)K);
+    for (int i = 0; i < B; i++) labels[i] = (int)sf_rng_below(&rng, (uint32_t)mc->num_classes);
 
-    sf_ctx g;
-    sf_ctx_init(&g, 0);
-    double *tf = sf_malloc((size_t)steps * sizeof(double)), *tb = sf_malloc((size_t)steps * sizeof(double));
-    double *to = sf_malloc((size_t)steps * sizeof(double)), *ti = sf_malloc((size_t)steps * sizeof(double));
-    for (int s = -warmup; s < steps; s++) {
-        g.training = 1;
-        g.grad_enabled = 1;
-        sf_params_zero_grad(&ps);
-        sf_profile_mark();
-        double t0 = sf_now();
-        sf_tensor *logits = sf_model_forward(&g, m, &x);
-        sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg.aug.smoothing);
-        double t1 = sf_now();
-        sf_backward(&g, loss);
-        double t2 = sf_now();
-        sf_adamw_step(&ps, &cfg.optim, 1e-6f, s + warmup + 1);
-        double t3 = sf_now();
-        sf_ctx_reset(&g);
-        if (s >= 0) {
-            tf[s] = t1 - t0;
-            tb[s] = t2 - t1;
-            to[s] = t3 - t2;
-        }
-    }
-    size_t arena_peak = g.arena.peak;
-    const double train_rss = proc_status_mib("VmHWM");
-    for (int s = -warmup; s < steps && infer; s++) {
-        g.training = 0;
-        g.grad_enabled = 0;
-        double t0 = sf_now();
-        sf_model_forward(&g, m, &x);
-        double t1 = sf_now();
-        sf_ctx_reset(&g);
-        if (s >= 0) ti[s] = t1 - t0;
-    }
-    if (!infer)
-        for (int s = 0; s < steps; s++) ti[s] = 0.0;
-    const double f = median(tf, steps), b = median(tb, steps), o = median(to, steps), inf = median(ti, steps);
-    const double train = f + b + o;
-    const double macs = sf_model_macs(mc); /* per image, forward */
-    /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
-    const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
-    /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
-    int width = mc->family == SF_FAMILY_SOFT ? mc->embed_dims[0] : mc->embed_dim;
-    int tokens = mc->family == SF_FAMILY_SOFT ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
-    int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
-    double peak = sgemm_gflops(B * tokens, hidden, width);
-    const char *core = getenv("OPENBLAS_CORETYPE");
-    printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s\n",
-           mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)");
-    printf("  %-22s %10s\n", "phase", "ms (median)");
-    printf("  %-22s %10.1f\n", "forward", f * 1e3);
-    printf("  %-22s %10.1f\n", "backward", b * 1e3);
-    printf("  %-22s %10.1f\n", "optimizer", o * 1e3);
-    printf("  %-22s %10.1f\n", "train step", train * 1e3);
-    printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
-    printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
-           infer ? infer_gflops : 0.0);
-    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
-           B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
-    printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
-           arena_peak / 1048576.0, ps.total * 4.0 / 1048576.0);
-    sf_profile_report(stdout);
-    printf("train_img_per_s %.2f\n", B / train);
-    printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
-    printf("train_peak_rss_mib %.1f\n", train_rss);
-    /* For bench/compare's ceiling: the work per image as counted above, and the sgemm rate. */
-    printf("train_gflop_per_img %.3f\n", 3.0 * 2.0 * macs * 1e-9);
-    printf("infer_gflop_per_img %.3f\n", 2.0 * macs * 1e-9);
-    printf("sgemm_peak_gflops %.1f\n", peak);
-    printf("base_rss_mib %.1f\n", base_rss);
-    free(tf);
-    free(tb);
-    free(to);
-    free(ti);
+    bench_result r;
+    bench_run(&cfg, m, &ps, &x, labels, warmup, steps, infer, &r);
+    bench_report(&cfg, &r, threads, infer, ps.total, base_rss);
     free(x.data);
     free(labels);
-    sf_ctx_free(&g);
     sf_model_free(m);
     sf_params_free(&ps);
     return 0;

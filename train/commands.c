@@ -42,14 +42,27 @@ int sf_cmd_train(int argc, char **argv) {
         }
         snprintf(resume_cfg, sizeof resume_cfg, "%s/config.yaml", resume);
         config_path = resume_cfg;
+        if (access(resume_cfg, R_OK) != 0) {
+            sf_error("%s is not a run folder: it has no config.yaml", resume);
+            sf_hint("--resume takes <train.out>/<train.name> of a run started with `sfvit train CONFIG.yaml`");
+            return SF_TRAIN_ERROR;
+        }
     }
     if (!config_path) {
         sf_error("train: no config given");
         sf_hint("usage: sfvit train CONFIG.yaml [key=value ...]");
         return 2;
     }
+    /* A resumed run goes on to train.epochs: the train.max_steps of the interrupted launch
+     * (stored in its config.yaml) is not re-applied; one given now still is. */
+    char *with_reset[129];
+    if (resume) {
+        with_reset[0] = "train.max_steps=0";
+        memcpy(with_reset + 1, overrides, sizeof(char *) * (size_t)n_over);
+    }
     sf_config cfg;
-    if (sf_config_load(&cfg, config_path, n_over, overrides) != 0) return SF_TRAIN_ERROR;
+    if (sf_config_load(&cfg, config_path, resume ? n_over + 1 : n_over, resume ? with_reset : overrides) != 0)
+        return SF_TRAIN_ERROR;
     if (sf_config_validate(&cfg) != 0) return SF_TRAIN_ERROR;
     sf_train_result res;
     int status = sf_train(&cfg, resume, &res);
@@ -90,6 +103,43 @@ int sf_checkpoint_config(const char *ckpt, const char *config_path, sf_config *c
 }
 
 /* ---- sfvit eval CKPT --data DIR [--config FILE] [--split val] [key=value ...] ---- */
+
+/* Top-1/top-5 of the checkpoint's weights on cfg's data.root/val_split. */
+static int evaluate_checkpoint(const sf_config *cfg, const char *ckpt) {
+    sf_dataset ds = {0};
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model *m = NULL;
+    sf_loader *l = NULL;
+    sf_eval_result r;
+    int status = 1;
+    const double t0 = sf_now();
+    if (sf_dataset_open(&ds, cfg->data.root, cfg->data.val_split) != 0) goto out;
+    if (ds.num_classes != cfg->model.num_classes) {
+        sf_error("%s/%s has %d classes, the model %d", cfg->data.root, cfg->data.val_split, ds.num_classes,
+                 cfg->model.num_classes);
+        goto out;
+    }
+    if (!(m = sf_model_build(&cfg->model, &ps))) goto out;
+    sf_params_alloc(&ps);
+    if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto out;
+    sf_loader_opts o = {.batch_size = cfg->train.eval_batch_size, .img_size = cfg->model.img_size,
+                        .in_chans = cfg->model.in_chans, .workers = cfg->data.workers,
+                        .prefetch = cfg->data.prefetch, .seed = cfg->train.seed, .aug = &cfg->aug,
+                        .num_classes = cfg->model.num_classes, .world = 1, .fraction = 1.0f};
+    if (!(l = sf_loader_create(&ds, &o)) || sf_evaluate(m, l, cfg->model.num_classes, &r) != 0) goto out;
+    printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg->data.root,
+           cfg->data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
+    if (sf_loader_skipped(l)) printf("%d bad images were skipped\n", sf_loader_skipped(l));
+    status = 0;
+out:
+    if (l) sf_loader_free(l);
+    if (m) sf_model_free(m);
+    sf_params_free(&ps);
+    sf_dataset_free(&ds);
+    return status;
+}
+
 int sf_cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *config_path = NULL, *split = NULL;
     char *overrides[128];
@@ -118,52 +168,7 @@ int sf_cmd_eval(int argc, char **argv) {
     if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
     if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
     sf_threads_init(cfg.train.threads);
-
-    sf_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    if (sf_dataset_open(&ds, cfg.data.root, cfg.data.val_split) != 0) return 1;
-    if (ds.num_classes != cfg.model.num_classes) {
-        sf_error("%s/%s has %d classes, the model %d", cfg.data.root, cfg.data.val_split, ds.num_classes,
-                 cfg.model.num_classes);
-        sf_dataset_free(&ds);
-        return 1;
-    }
-    sf_params ps;
-    sf_params_init(&ps);
-    sf_model *m = sf_model_build(&cfg.model, &ps);
-    int status = 1;
-    sf_loader *l = NULL;
-    if (!m) goto out;
-    sf_params_alloc(&ps);
-    if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto out;
-    sf_loader_opts o = {
-        .batch_size = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : cfg.train.batch_size,
-        .img_size = cfg.model.img_size,
-        .in_chans = cfg.model.in_chans,
-        .train = 0,
-        .workers = cfg.data.workers,
-        .prefetch = cfg.data.prefetch,
-        .seed = cfg.train.seed,
-        .aug = &cfg.aug,
-        .num_classes = cfg.model.num_classes,
-        .world = 1,
-        .fraction = 1.0f,
-    };
-    l = sf_loader_create(&ds, &o);
-    if (!l) goto out;
-    sf_eval_result r;
-    double t0 = sf_now();
-    sf_evaluate(m, l, cfg.model.num_classes, &r);
-    printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg.data.root,
-           cfg.data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
-    if (sf_loader_skipped(l)) printf("%d bad images were skipped\n", sf_loader_skipped(l));
-    status = 0;
-out:
-    if (l) sf_loader_free(l);
-    if (m) sf_model_free(m);
-    sf_params_free(&ps);
-    sf_dataset_free(&ds);
-    return status;
+    return evaluate_checkpoint(&cfg, ckpt);
 }
 
 /* ---- sfvit info MODEL|CONFIG [key=value ...] ---- */
@@ -201,6 +206,23 @@ int sf_cmd_info(int argc, char **argv) {
     }
     if (rc != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_model_info(&cfg.model, stdout);
+    return 0;
+}
+
+/* ---- sfvit config CONFIG [key=value ...] | --keys ---- */
+int sf_cmd_config(int argc, char **argv) {
+    if (argc == 1 && !strcmp(argv[0], "--keys")) {
+        sf_config_doc(stdout);
+        return 0;
+    }
+    if (argc < 1 || argv[0][0] == '-' || is_override(argv[0])) {
+        sf_error("config: name a config file (or --keys)");
+        sf_hint("usage: sfvit config CONFIG.yaml [key=value ...]  |  sfvit config --keys");
+        return 2;
+    }
+    sf_config cfg;
+    if (sf_config_load(&cfg, argv[0], argc - 1, argv + 1) != 0 || sf_config_validate(&cfg) != 0) return 1;
+    sf_config_yaml(&cfg, stdout);
     return 0;
 }
 

@@ -17,7 +17,6 @@
 #include <mpi.h>
 #endif
 
-sf_batchnorm_allreduce_fn sf_batchnorm_allreduce = NULL;
 
 static int g_rank = 0, g_world = 1, g_local_world = 1, g_inited = 0;
 static double g_allreduce_seconds = 0;
@@ -27,14 +26,6 @@ static long g_allreduce_calls = 0;
  * per-message latency is negligible, small enough that the transport need not stage the
  * whole buffer at once. */
 enum { BUCKET_FLOATS = 1 << 22 };
-
-int sf_dist_available(void) {
-#ifdef SFVIT_HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
-}
 
 #ifdef SFVIT_HAVE_MPI
 static void dist_finalize(void) {
@@ -79,14 +70,13 @@ int sf_dist_init(void) {
     if (v && atoi(v) > 1) {
         sf_error("started by an MPI launcher with %s ranks, but this sfvit was built without MPI", v);
         sf_hint("apt-get install libopenmpi-dev, then `meson setup --reconfigure -Dmpi=enabled BUILD`");
-        exit(1);
+        g_world = -1; /* every rank would train alone on the same run folder: refuse */
     }
 #endif
     return g_world;
 }
 
 int sf_dist_rank(void) { return g_rank; }
-int sf_dist_world(void) { return g_world; }
 int sf_dist_local_world(void) { return g_local_world; }
 
 void sf_dist_sum(double *buf, int n) {
@@ -120,12 +110,6 @@ void sf_dist_broadcast(float *buf, size_t n) {
 #else
     (void)buf;
     (void)n;
-#endif
-}
-
-void sf_dist_barrier(void) {
-#ifdef SFVIT_HAVE_MPI
-    if (g_world > 1) MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }
 
@@ -195,10 +179,11 @@ int sf_dist_params_in_sync(const sf_params *ps) {
 #endif
 }
 
-void sf_dist_set_bn_sync(int on) {
+void (*sf_dist_batchnorm_hook(int on))(double *, int) {
 #ifdef SFVIT_HAVE_MPI
-    sf_batchnorm_allreduce = on && g_world > 1 ? bn_allreduce_mpi : NULL;
+    return on && g_world > 1 ? bn_allreduce_mpi : NULL;
 #else
     (void)on;
+    return NULL;
 #endif
 }

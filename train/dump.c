@@ -10,6 +10,72 @@
 #include "sfvit/safetensors.h"
 #include "sfvit/train.h"
 
+/* images (B, C, S, S) and labels (B) of the input file, checked against the model's input;
+ * *images and *labels are malloc'd. Returns B, or -1 after an error. */
+static int read_input(const char *path, const sf_model_cfg *mc, float **images, int **labels) {
+    sf_st_file in;
+    if (sf_st_open(&in, path) != 0) return -1;
+    int B = -1;
+    int64_t *labels64 = NULL;
+    const sf_st_entry *ei = sf_st_find(&in, "images"), *el = sf_st_find(&in, "labels");
+    const int C = mc->in_chans, S = mc->img_size;
+    if (!ei || !el) {
+        sf_error("%s: needs tensors 'images' (F32 [B,C,H,W]) and 'labels' (I64 [B])", path);
+        goto out;
+    }
+    if (ei->ndim != 4 || ei->shape[1] != C || ei->shape[2] != S || ei->shape[3] != S || el->ndim != 1 ||
+        el->shape[0] != ei->shape[0]) {
+        char a[64], b[64];
+        sf_error("%s: images %s / labels %s do not fit the model (expected [B,%d,%d,%d] and [B])", path,
+                 sf_st_shape_str(ei, a, sizeof a), sf_st_shape_str(el, b, sizeof b), C, S, S);
+        goto out;
+    }
+    const int n = (int)ei->shape[0];
+    *images = sf_malloc(ei->numel * sizeof(float));
+    *labels = sf_malloc((size_t)n * sizeof(int));
+    labels64 = sf_malloc((size_t)n * sizeof(int64_t));
+    if (sf_st_read_f32(&in, ei, *images, ei->numel) != 0 || sf_st_read_i64(&in, el, labels64, (size_t)n) != 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        if (labels64[i] < 0 || labels64[i] >= mc->num_classes) {
+            sf_error("%s: label %lld of sample %d is outside [0, %d)", path, (long long)labels64[i], i,
+                     mc->num_classes);
+            goto out;
+        }
+        (*labels)[i] = (int)labels64[i];
+    }
+    B = n;
+out:
+    free(labels64);
+    sf_st_close(&in);
+    return B;
+}
+
+/* logits, loss and grad.<name> of every trainable parameter, to path. */
+static int write_output(const char *path, const sf_params *ps, const sf_tensor *logits, const sf_tensor *loss) {
+    sf_st_writer w;
+    sf_st_writer_init(&w);
+    int64_t lshape[2] = {logits->shape[0], logits->shape[1]}, one[1] = {1};
+    int rc = sf_st_writer_add(&w, "logits", SF_DTYPE_F32, 2, lshape, logits->data);
+    rc |= sf_st_writer_add(&w, "loss", SF_DTYPE_F32, 1, one, loss->data);
+    char name[512];
+    for (int i = 0; i < ps->count && rc == 0; i++) {
+        const sf_param *p = &ps->list[i];
+        if (!(p->flags & SF_PARAM_TRAINABLE)) continue;
+        int64_t shape[SF_MAX_DIMS];
+        for (int d = 0; d < p->t->ndim; d++) shape[d] = p->t->shape[d];
+        snprintf(name, sizeof name, "grad.%s", p->t->name);
+        rc |= sf_st_writer_add(&w, name, SF_DTYPE_F32, p->t->ndim, shape, p->t->grad);
+    }
+    sf_st_writer_set_meta(&w, "format", "sfvit-dump-1");
+    if (rc == 0) rc = sf_st_writer_write(&w, path);
+    if (rc == 0)
+        printf("wrote %s: logits [%d, %d], loss %.6f, %d parameter gradients\n", path, logits->shape[0],
+               logits->shape[1], loss->data[0], w.n - 2);
+    sf_st_writer_free(&w);
+    return rc == 0 ? 0 : -1;
+}
+
 int sf_cmd_dump(int argc, char **argv) {
     const char *config_path = NULL, *weights = NULL, *input = NULL, *out = NULL;
     char *overrides[128];
@@ -35,11 +101,9 @@ int sf_cmd_dump(int argc, char **argv) {
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_threads_init(cfg.train.threads);
 
-    int status = 1;
+    int status = 1, B;
     sf_params ps;
     sf_params_init(&ps);
-    sf_st_file in;
-    memset(&in, 0, sizeof in);
     sf_ctx g;
     sf_ctx_init(&g, 0);
     float *images = NULL;
@@ -48,81 +112,20 @@ int sf_cmd_dump(int argc, char **argv) {
     if (!m) goto done;
     sf_params_alloc(&ps);
     if (sf_checkpoint_load(weights, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto done;
-
-    if (sf_st_open(&in, input) != 0) goto done;
-    const sf_st_entry *ei = sf_st_find(&in, "images"), *el = sf_st_find(&in, "labels");
-    if (!ei || !el) {
-        sf_error("%s: needs tensors 'images' (F32 [B,C,H,W]) and 'labels' (I64 [B])", input);
-        goto done;
-    }
-    const int C = cfg.model.in_chans, S = cfg.model.img_size;
-    if (ei->ndim != 4 || ei->shape[1] != C || ei->shape[2] != S || ei->shape[3] != S || el->ndim != 1 ||
-        el->shape[0] != ei->shape[0]) {
-        char a[64], b[64];
-        sf_error("%s: images %s / labels %s do not fit the model (expected [B,%d,%d,%d] and [B])", input,
-                 sf_st_shape_str(ei, a, sizeof a), sf_st_shape_str(el, b, sizeof b), C, S, S);
-        goto done;
-    }
-    const int B = (int)ei->shape[0];
-    images = sf_malloc(ei->numel * sizeof(float));
-    int64_t *labels64 = sf_malloc((size_t)B * sizeof(int64_t));
-    labels = sf_malloc((size_t)B * sizeof(int));
-    if (sf_st_read_f32(&in, ei, images, ei->numel) != 0 || sf_st_read_i64(&in, el, labels64, (size_t)B) != 0) {
-        free(labels64);
-        goto done;
-    }
-    for (int i = 0; i < B; i++) {
-        if (labels64[i] < 0 || labels64[i] >= cfg.model.num_classes) {
-            sf_error("%s: label %lld of sample %d is outside [0, %d)", input, (long long)labels64[i], i,
-                     cfg.model.num_classes);
-            free(labels64);
-            goto done;
-        }
-        labels[i] = (int)labels64[i];
-    }
-    free(labels64);
-
+    if ((B = read_input(input, &cfg.model, &images, &labels)) < 0) goto done;
+    /* one forward and backward: dropout and drop-path off, BatchNorm on running statistics */
     g.training = 0;
     g.grad_enabled = 1;
     sf_params_zero_grad(&ps);
-    sf_tensor x;
-    memset(&x, 0, sizeof x);
-    x.data = images;
-    x.ndim = 4;
-    x.shape[0] = B;
-    x.shape[1] = C;
-    x.shape[2] = S;
-    x.shape[3] = S;
-    x.numel = ei->numel;
+    const int C = cfg.model.in_chans, S = cfg.model.img_size;
+    sf_tensor x = {.data = images, .ndim = 4, .shape = {B, C, S, S}, .numel = (size_t)B * C * S * S};
     sf_tensor *logits = sf_model_forward(&g, m, &x);
     sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, 0.0f);
     sf_backward(&g, loss);
-
-    sf_st_writer w;
-    sf_st_writer_init(&w);
-    int64_t lshape[2] = {B, cfg.model.num_classes}, one[1] = {1};
-    int rc = sf_st_writer_add(&w, "logits", SF_DTYPE_F32, 2, lshape, logits->data);
-    rc |= sf_st_writer_add(&w, "loss", SF_DTYPE_F32, 1, one, loss->data);
-    char name[512];
-    for (int i = 0; i < ps.count && rc == 0; i++) {
-        const sf_param *p = &ps.list[i];
-        if (!(p->flags & SF_PARAM_TRAINABLE)) continue;
-        int64_t shape[SF_MAX_DIMS];
-        for (int d = 0; d < p->t->ndim; d++) shape[d] = p->t->shape[d];
-        snprintf(name, sizeof name, "grad.%s", p->t->name);
-        rc |= sf_st_writer_add(&w, name, SF_DTYPE_F32, p->t->ndim, shape, p->t->grad);
-    }
-    sf_st_writer_set_meta(&w, "format", "sfvit-dump-1");
-    if (rc == 0 && sf_st_writer_write(&w, out) == 0) {
-        printf("wrote %s: logits [%d, %d], loss %.6f, %d parameter gradients\n", out, B, cfg.model.num_classes,
-               loss->data[0], w.n - 2);
-        status = 0;
-    }
-    sf_st_writer_free(&w);
+    status = write_output(out, &ps, logits, loss) == 0 ? 0 : 1;
 done:
     free(images);
     free(labels);
-    sf_st_close(&in);
     if (m) sf_model_free(m);
     sf_params_free(&ps);
     sf_ctx_free(&g);

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libpng-dev zlib1g-dev
       libjpeg62-turbo-dev libyaml-dev libcjson-dev dataset-fashion-mnist
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin
+      python3-yaml)  # python3-yaml: tests/test_config_yaml.sh reads the resolved config with PyYAML
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

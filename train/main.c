@@ -6,22 +6,73 @@
 
 #include "sfvit/train.h"
 
+/* Every command with its usage: `sfvit --help` lists the first lines, `sfvit CMD --help` (or
+ * `sfvit help CMD`) prints the command's whole text. */
+static const struct command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *usage;
+} commands[] = {
+    {"train", sf_cmd_train,
+     "train CONFIG.yaml [key=value ...]     train (or: train --resume RUN_DIR [key=value ...])\n"
+     "    Writes <train.out>/<train.name>/: config.yaml, log.jsonl, metrics.csv, last.safetensors,\n"
+     "    best.safetensors (and ema.safetensors with train.ema_decay > 0).\n"
+     "    --resume RUN_DIR continues the run from its last.safetensors with its config.yaml;\n"
+     "    overrides apply on top (e.g. train.epochs=400). Keys: docs/configs.md.\n"
+     "    Exit status: 0 done, 1 bad config/data/checkpoint or nothing to do, 3 NaN/Inf stop.\n"},
+    {"eval", sf_cmd_eval,
+     "eval CKPT --data DIR                  evaluate a checkpoint (top-1, top-5)\n"
+     "    [--config FILE.yaml] [--split val] [key=value ...]; the config defaults to the one\n"
+     "    stored in the checkpoint.\n"},
+    {"info", sf_cmd_info,
+     "info MODEL|CONFIG [key=value ...]     params, MACs, exp() counts, block table\n"
+     "    With a model name, bare keys are model keys: `sfvit info deit_small attn=sima`.\n"},
+    {"config", sf_cmd_config,
+     "config CONFIG.yaml [key=value ...]    print the resolved config as YAML\n"
+     "    config --keys: every key as the markdown table of docs/configs.md.\n"},
+    {"ablate", sf_cmd_ablate,
+     "ablate BASE.yaml key=a,b [...] [--seeds N]   a grid of variants x seeds, ablation.md/.csv\n"
+     "    Each key=a,b[,c] is an axis; key=value fixes a key for every variant; BASE1.yaml,BASE2.yaml\n"
+     "    is an axis of configs. --seeds N trains each variant with train.seed + 0..N-1. Cells run\n"
+     "    round by round; the same command again continues an interrupted study (finished cells\n"
+     "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std over seeds), runs.csv.\n"},
+    {"plot", sf_cmd_plot,
+     "plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
+     "  plot ABLATION_DIR -o bars.png         an ablation's variants, mean ± std error bars\n"},
+    {"bench", sf_cmd_bench,
+     "bench CONFIG [key=value ...]          time training and inference steps\n"
+     "    [--steps N] [--warmup N] [--no-infer]\n"},
+    {"dump", sf_cmd_dump,
+     "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n"},
+    {"viz", sf_cmd_viz,
+     "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
+     "    [--config FILE.yaml]\n"},
+    {"convert", sf_cmd_convert,
+     "convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
+     "    [--model NAME|CONFIG.yaml [key=value ...]] loads it strictly into that model and stores\n"
+     "    the config; [--key K] [--ema] choose the dict of a training checkpoint.\n"},
+    {"data", sf_cmd_data,
+     "data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
+     "  data check ROOT                       counts per class, sizes, bad files\n"
+     "  data check-image FILE                 decode one image\n"},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sfvit <command> ...\n"
-            "  train CONFIG.yaml [key=value ...]     train (or: train --resume RUN_DIR)\n"
-            "  eval CKPT --data DIR                  evaluate a checkpoint (top-1, top-5)\n"
-            "  info MODEL|CONFIG [key=value ...]     params, MACs, exp() counts, block table\n"
-            "  ablate BASE.yaml key=a,b [...] [--seeds N]   a grid of variants x seeds, ablation.md/csv\n"
-            "  plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
-            "  plot ABLATION_DIR -o bars.png         an ablation's variants with error bars (PNG)\n"
-            "  bench CONFIG [key=value ...]          time training and inference steps\n"
-            "  dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n"
-            "  viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
-            "  convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
-            "  data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
-            "  data check ROOT\n"
-            "Threads: train.threads or SFVIT_THREADS (default: all cores) for OpenMP and OpenBLAS.\n");
+    fprintf(f, "usage: sfvit <command> ...   (sfvit <command> --help for one command)\n");
+    /* The summary lines: those not indented by four spaces (the details). */
+    for (int i = 0; i < N_COMMANDS; i++)
+        for (const char *l = commands[i].usage, *nl; *l; l = nl + 1) {
+            nl = strchr(l, '\n');
+            if (strncmp(l, "    ", 4) != 0) fprintf(f, "  %.*s\n", (int)(nl - l - strspn(l, " ")), l + strspn(l, " "));
+        }
+    fprintf(f, "Threads: train.threads or SFVIT_THREADS (default: all cores) for OpenMP and OpenBLAS.\n");
+}
+
+static int wants_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
 }
 
 /* OMP_WAIT_POLICY. By default OpenBLAS runs single-threaded inside OpenMP regions
@@ -44,21 +95,22 @@ static void choose_omp_wait_policy(char **argv) {
 
 int main(int argc, char **argv) {
     choose_omp_wait_policy(argv);
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } commands[] = {
-        {"train", sf_cmd_train}, {"eval", sf_cmd_eval}, {"info", sf_cmd_info},   {"ablate", sf_cmd_ablate},
-        {"bench", sf_cmd_bench}, {"dump", sf_cmd_dump}, {"viz", sf_cmd_viz},     {"data", sf_cmd_data},
-        {"plot", sf_cmd_plot}, {"convert", sf_cmd_convert},
-    };
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
-    sf_error("unknown command '%s'", argv[1]);
+    /* `sfvit help CMD` is `sfvit CMD --help`. */
+    const int help = !strcmp(argv[1], "help");
+    const char *name = help ? argv[2] : argv[1];
+    for (int i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name) != 0) continue;
+        if (help || wants_help(argc - 2, argv + 2)) {
+            printf("usage: sfvit %s", commands[i].usage);
+            return 0;
+        }
+        return commands[i].fn(argc - 2, argv + 2);
+    }
+    sf_error("unknown command '%s'", name);
     usage(stderr);
     return 2;
 }

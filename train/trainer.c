@@ -8,7 +8,12 @@
  * process each is the identity, so single-process runs are unchanged.
  *
  * Run folder <train.out>/<train.name>/: config.yaml (resolved), log.jsonl, metrics.csv,
- * last.safetensors (every epoch, and every train.save_every_steps steps), best.safetensors.
+ * last.safetensors (every epoch, and every train.save_every_steps steps), best.safetensors,
+ * ema.safetensors (train.ema_decay > 0: the EMA of the weights, timm ModelEmaV2 as DeiT).
+ *
+ * Read sf_train at the bottom first: set up, then per epoch the steps, the evaluation and
+ * the checkpoints. Set-up checks everything a user can get wrong before the run folder is
+ * written.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -155,10 +160,10 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     g.training = 0;
     double loss_sum = 0;
     long top1 = 0, top5 = 0, count = 0;
-    int k5 = num_classes < 5 ? num_classes : 5;
+    int k5 = num_classes < 5 ? num_classes : 5, got;
     sf_batch b;
     sf_loader_start_epoch(l, 0, 0);
-    while (sf_loader_next(l, &b)) {
+    while ((got = sf_loader_next(l, &b)) > 0) {
         sf_tensor x = batch_tensor(&b, mc->in_chans, mc->img_size);
         sf_tensor *logits = sf_model_forward(&g, m, &x);
         sf_tensor *loss = sf_cross_entropy(&g, logits, b.labels, NULL, 0.0f);
@@ -177,8 +182,8 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     }
     sf_ctx_free(&g);
     /* MPI: each rank evaluated its own slice of the split; the totals are over all of them. */
-    double tot[4] = {loss_sum, (double)top1, (double)top5, (double)count};
-    sf_dist_sum(tot, 4);
+    double tot[5] = {loss_sum, (double)top1, (double)top5, (double)count, got < 0};
+    sf_dist_sum(tot, 5);
     loss_sum = tot[0];
     top1 = (long)tot[1];
     top5 = (long)tot[2];
@@ -187,10 +192,10 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     r->loss = count ? loss_sum / count : 0;
     r->top1 = count ? 100.0 * top1 / count : 0;
     r->top5 = count ? 100.0 * top5 / count : 0;
-    return 0;
+    return tot[4] > 0 ? -1 : 0;
 }
 
-/* ---- the run ---- */
+/* ---- checkpoints of the run ---- */
 typedef struct run_state {
     int epoch;          /* epoch to continue from */
     int step_in_epoch;  /* batches of that epoch already done */
@@ -246,6 +251,26 @@ static int load_resume_state(const char *path, sf_params *ps, run_state *st) {
         return -1;
     }
     return 0;
+}
+
+/* The epoch a run folder's last.safetensors continues from, read from its metadata without
+ * loading it (so `--resume` can refuse before anything is written); -1 after an error. */
+static int resume_epoch(const char *path) {
+    if (!file_exists(path)) {
+        sf_error("%s: no checkpoint to resume from", path);
+        sf_hint("start the run with `sfvit train CONFIG.yaml` (it writes last.safetensors after each epoch)");
+        return -1;
+    }
+    sf_st_file f;
+    if (sf_st_open(&f, path) != 0) return -1;
+    const char *e = sf_st_meta_get(&f, "epoch");
+    int epoch = e ? atoi(e) : -1;
+    sf_st_close(&f);
+    if (epoch < 0) {
+        sf_error("%s: checkpoint has no training state (epoch, step, RNG) to resume from", path);
+        sf_hint("it may come from another tool; use model.init_from=%s to fine-tune from it", path);
+    }
+    return epoch;
 }
 
 static void print_progress(FILE *f, int tty, int epoch, int epochs, int step, int steps, double loss,
@@ -324,374 +349,505 @@ static void dump_first_grad(const sf_params *ps, long global_step) {
     if (!ok) sf_warn("SFVIT_DUMP_GRAD: cannot write %s: %s", path, strerror(errno));
 }
 
-int sf_train(const sf_config *cfg_in, const char *resume_dir, sf_train_result *res) {
-    sf_config cfg = *cfg_in;
-    memset(res, 0, sizeof *res);
-    res->status = SF_TRAIN_ERROR;
-    res->diverged_step = -1;
-    const double t_start = sf_now();
+/* ---- one run: what set-up builds, the loop uses and run_free releases ---- */
+typedef struct run {
+    sf_config cfg;
+    const char *resume_dir;
+    int world, rank, rank_batch, threads, tty, accum, steps_per_epoch, log_nr;
+    float base_lr;
+    char dir[SF_PATH_MAX];
+    char path_last[SF_PATH_MAX + 32], path_best[SF_PATH_MAX + 32], path_ema[SF_PATH_MAX + 32];
+    char path_cfg[SF_PATH_MAX + 32], path_log[SF_PATH_MAX + 32], path_csv[SF_PATH_MAX + 32];
+    char *config_text;          /* the resolved config.yaml, stored in every checkpoint */
+    sf_dataset train_ds, val_ds, val_slice;  /* val_slice: MPI, this rank's part of val_ds */
+    sf_loader *train_loader, *val_loader;
+    sf_model *model;
+    sf_params ps;
+    float *ema;                 /* (ps.total) EMA of every value of ps.data, or NULL */
+    sf_ctx g;
+    FILE *flog, *fcsv;
+    run_state st;
+    long steps_this_run;
+    int stopped_by_signal;
+} run;
+
+/* What an epoch's steps leave for its evaluation line. */
+typedef struct epoch_stats {
+    double loss_sum, t0;
+    int loss_count;
+    long train_correct, train_seen;  // training samples whose top-1 was their label
+    float lr;
+} epoch_stats;
+
+/* Checks that need no file written (the config itself is validated by the caller,
+ * sf_config_validate): the config against this launch (ranks), the run folder's state (a checkpoint in the way, or one that leaves nothing to
+ * do). Everything a user can get wrong fails here or while the data and model are built,
+ * before the run folder is touched. */
+static int run_check(run *r) {
+    const sf_config *c = &r->cfg;
+    if (c->train.batch_size % r->world != 0) {
+        sf_error("train.batch_size=%d (the global batch) is not divisible by the %d ranks", c->train.batch_size,
+                 r->world);
+        sf_hint("set train.batch_size to a multiple of %d", r->world);
+        return -1;
+    }
+    r->rank_batch = c->train.batch_size / r->world;
+    if (r->world > 1 && (c->aug.mixup > 0 || c->aug.cutmix > 0) && r->rank_batch % 2 != 0) {
+        sf_error("mixup/cutmix pair samples within a rank's batch: %d per rank is odd", r->rank_batch);
+        sf_hint("set train.batch_size to a multiple of %d", 2 * r->world);
+        return -1;
+    }
+    int len = r->resume_dir ? snprintf(r->dir, sizeof r->dir, "%s", r->resume_dir)
+                            : snprintf(r->dir, sizeof r->dir, "%s/%s", c->train.out, c->train.name);
+    if (len >= (int)sizeof r->dir)
+        return sf_error("run folder path is longer than %d characters: %s/%s", SF_PATH_MAX - 1, c->train.out,
+                        c->train.name);
+    snprintf(r->path_last, sizeof r->path_last, "%s/last.safetensors", r->dir);
+    snprintf(r->path_best, sizeof r->path_best, "%s/best.safetensors", r->dir);
+    snprintf(r->path_ema, sizeof r->path_ema, "%s/ema.safetensors", r->dir);
+    snprintf(r->path_cfg, sizeof r->path_cfg, "%s/config.yaml", r->dir);
+    snprintf(r->path_log, sizeof r->path_log, "%s/log.jsonl", r->dir);
+    snprintf(r->path_csv, sizeof r->path_csv, "%s/metrics.csv", r->dir);
+    if (r->rank != 0) return 0;
+    if (!r->resume_dir && file_exists(r->path_last)) {
+        sf_error("run folder %s already holds a checkpoint", r->dir);
+        sf_hint("continue it with `sfvit train --resume %s`, or set train.name=<new name>", r->dir);
+        return -1;
+    }
+    if (r->resume_dir) {
+        int done = resume_epoch(r->path_last);
+        if (done < 0) return -1;
+        if (done >= c->train.epochs) {
+            sf_error("%s has completed %d epoch%s and train.epochs is %d: nothing left to train", r->path_last,
+                     done, done == 1 ? "" : "s", c->train.epochs);
+            sf_hint("to train longer, resume with train.epochs=%d (or more)", done + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Datasets and loaders (MPI: this rank's shard of the training order, a contiguous slice of
+ * the val split, so every val image counts once). */
+static int run_open_data(run *r) {
+    const sf_config *c = &r->cfg;
+    if (sf_dataset_open(&r->train_ds, c->data.root, c->data.train_split) != 0) return -1;
+    if (sf_dataset_open(&r->val_ds, c->data.root, c->data.val_split) != 0) return -1;
+    if (r->train_ds.num_classes != c->model.num_classes) {
+        sf_error("%s/%s has %d classes but model.num_classes is %d", c->data.root, c->data.train_split,
+                 r->train_ds.num_classes, c->model.num_classes);
+        sf_hint("set model.num_classes=%d", r->train_ds.num_classes);
+        return -1;
+    }
+    if (r->val_ds.count < r->world)
+        return sf_error("%s/%s: %d images for %d ranks", c->data.root, c->data.val_split, r->val_ds.count, r->world);
+    sf_loader_opts lo = {
+        .batch_size = r->rank_batch,  // MPI: this rank's share of the global batch
+        .img_size = c->model.img_size,
+        .in_chans = c->model.in_chans,
+        .train = 1,
+        .workers = c->data.workers,
+        .prefetch = c->data.prefetch,
+        .seed = c->train.seed,
+        .aug = &c->aug,
+        .num_classes = c->model.num_classes,
+        .rank = r->rank,
+        .world = r->world,
+        .fraction = c->train.max_train_fraction,
+        .repeats = c->data.repeated_aug,
+    };
+    r->train_loader = sf_loader_create(&r->train_ds, &lo);
+    r->val_slice = r->world > 1 ? dataset_slice(&r->val_ds, r->rank, r->world) : r->val_ds;
+    sf_loader_opts vo = lo;
+    vo.train = 0;
+    vo.batch_size = (c->train.eval_batch_size + r->world - 1) / r->world;
+    vo.rank = 0;
+    vo.world = 1;
+    vo.fraction = 1.0f;
+    vo.repeats = 1;
+    r->val_loader = sf_loader_create(&r->val_slice, &vo);
+    if (!r->train_loader || !r->val_loader) return -1;
+    r->steps_per_epoch = sf_loader_steps_per_epoch(r->train_loader);
+    if (r->steps_per_epoch < 1)
+        return sf_error("%s/%s: %d images is less than one batch of %d", c->data.root, c->data.train_split,
+                        r->train_ds.count, c->train.batch_size);
+    return 0;
+}
+
+/* The model, its parameters initialized from train.seed. */
+static int run_build_model(run *r) {
+    const sf_model_cfg *mc = &r->cfg.model;
+    r->model = sf_model_build(mc, &r->ps);
+    if (!r->model) return -1;
+    sf_params_alloc(&r->ps);
+    sf_rng init_rng;
+    sf_rng_seed(&init_rng, r->cfg.train.seed * 1000003ULL + 1);
+    sf_model_init(r->model, &r->ps, &init_rng);
+    r->log_nr = mc->attn == SF_ATTN_SOFT;
+    for (int i = 0; i < mc->n_block_attn; i++) r->log_nr |= mc->block_attn[i] == SF_ATTN_SOFT;
+    return 0;
+}
+
+/* MPI: rank 0 alone creates the run folder and writes the config, logs and checkpoints. */
+static int run_make_folder(run *r) {
+    if (r->rank != 0) return 0;
+    if (mkdir_p(r->dir) != 0) return sf_error("cannot create run folder %s: %s", r->dir, strerror(errno));
+    if (sf_config_write(&r->cfg, r->path_cfg) != 0) return -1;
+    if (!(r->config_text = read_text_file(r->path_cfg))) return sf_error("cannot read back %s", r->path_cfg);
+    remove_stale_temporaries(r->dir);
+    return 0;
+}
+
+/* Swaps the weights and the EMA weights (evaluation and saving of the EMA model). */
+static void ema_swap(run *r) {
+    for (size_t i = 0; i < r->ps.total; i++) {
+        float t = r->ps.data[i];
+        r->ps.data[i] = r->ema[i];
+        r->ema[i] = t;
+    }
+}
+
+/* Starting weights: the run's last checkpoint (--resume), model.init_from, or the fresh
+ * initialization; the EMA starts as a copy of them unless the run saved its own. */
+static int run_restore(run *r) {
+    sf_rng_seed(&r->st.drop_rng, r->cfg.train.seed * 7919ULL + 3);
+    if (r->resume_dir) {
+        if (load_resume_state(r->path_last, &r->ps, &r->st) != 0) return -1;
+        printf("resumed %s at epoch %d, step %d of it (%ld updates done)\n", r->path_last, r->st.epoch + 1,
+               r->st.step_in_epoch, r->st.global_step);
+    } else if (r->cfg.model.init_from[0]) {
+        if (sf_checkpoint_finetune(r->cfg.model.init_from, &r->ps, &r->cfg.model) != 0) return -1;
+    }
+    if (r->cfg.train.ema_decay <= 0) return 0;
+    r->ema = sf_malloc(r->ps.total * sizeof(float));
+    memcpy(r->ema, r->ps.data, r->ps.total * sizeof(float));
+    if (r->resume_dir && file_exists(r->path_ema)) {
+        sf_ckpt_report rep;
+        ema_swap(r);
+        int rc = sf_checkpoint_load(r->path_ema, &r->ps, &(sf_ckpt_opts){.strict = 1}, &rep);
+        ema_swap(r);
+        const char *gs = rc == 0 ? sf_ckpt_meta_get(&rep, "global_step") : NULL;
+        if (gs && atol(gs) != r->st.global_step)  // a kill between the two writes
+            sf_warn("%s is from update %s, %s from update %ld; the EMA continues from its own", r->path_ema, gs,
+                    r->path_last, r->st.global_step);
+        sf_ckpt_report_free(&rep);
+        if (rc != 0) return -1;
+        printf("EMA weights resumed from %s\n", r->path_ema);
+    } else if (r->resume_dir) {
+        printf("no %s: the EMA starts from the resumed weights\n", r->path_ema);
+    }
+    return 0;
+}
+
+static int run_open_logs(run *r) {
+    /* MPI: ranks other than 0 write their logs nowhere. */
+    r->flog = fopen(r->rank == 0 ? r->path_log : "/dev/null", "a");
+    r->fcsv = fopen(r->rank == 0 ? r->path_csv : "/dev/null", r->resume_dir ? "a" : "w");
+    if (!r->flog || !r->fcsv) return sf_error("cannot write logs in %s: %s", r->dir, strerror(errno));
+    if (!r->resume_dir)
+        fprintf(r->fcsv, "epoch,train_loss,val_loss,top1,top5,lr,seconds,skipped,train_top1%s\n",
+                r->ema ? ",ema_val_loss,ema_top1,ema_top5" : "");
+    return 0;
+}
+
+static void print_startup(const run *r) {
+    const sf_config *c = &r->cfg;
+    sf_config_print(c, stdout);
+    printf("threads: %d (OpenMP and OpenBLAS)   run folder: %s\n", r->threads, r->dir);
+    if (r->world > 1)
+        printf("distributed: %d ranks x %d images = global batch %d; lr %.3e (%s); BatchNorm statistics %s\n",
+               r->world, r->rank_batch, c->train.batch_size, sf_lr_base(&c->optim, c->train.batch_size),
+               c->optim.scale_lr ? "scaled by the global batch" : "optim.scale_lr off: not scaled",
+               c->train.bn_sync ? "over all ranks (train.bn_sync)" : "per rank (train.bn_sync=false)");
+    fflush(stdout);
+}
+
+/* Set-up, in the order that keeps mistakes from leaving files behind: checks, the settings
+ * table, data, model, then the run folder, starting weights and logs. */
+static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
+    r->cfg = *cfg;
+    r->resume_dir = resume_dir;
+    sf_params_init(&r->ps);
+    sf_ctx_init(&r->g, 0);
     /* MPI: P ranks split the global batch; ranks other than 0 print nothing on stdout. */
-    const int world = sf_dist_init(), rank = sf_dist_rank();
-    if (cfg.train.batch_size % world != 0) {
-        sf_error("train.batch_size=%d (the global batch) is not divisible by the %d ranks", cfg.train.batch_size,
-                 world);
-        sf_hint("set train.batch_size to a multiple of %d", world);
-        return res->status;
-    }
-    const int rank_batch = cfg.train.batch_size / world;
-    if (world > 1 && (cfg.aug.mixup > 0 || cfg.aug.cutmix > 0) && rank_batch % 2 != 0) {
-        sf_error("mixup/cutmix pair samples within a rank's batch: %d per rank is odd", rank_batch);
-        sf_hint("set train.batch_size to a multiple of %d", 2 * world);
-        return res->status;
-    }
-    if (rank > 0 && !freopen("/dev/null", "w", stdout)) sf_warn("rank %d: cannot silence stdout", rank);
-    int threads_wanted = cfg.train.threads;
+    if ((r->world = sf_dist_init()) < 1) return SF_TRAIN_ERROR;
+    r->rank = sf_dist_rank();
+    if (!sf_dist_all_ok(run_check(r) == 0)) return SF_TRAIN_ERROR;
+    if (r->rank > 0 && !freopen("/dev/null", "w", stdout)) sf_warn("rank %d: cannot silence stdout", r->rank);
+    int threads_wanted = r->cfg.train.threads;
     if (threads_wanted <= 0 && !getenv("SFVIT_THREADS") && sf_dist_local_world() > 1) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);  // shared by the ranks of this node
         threads_wanted = cores / sf_dist_local_world() > 1 ? (int)(cores / sf_dist_local_world()) : 1;
     }
-    int threads = sf_threads_init(threads_wanted);
-    sf_dist_set_bn_sync(cfg.train.bn_sync);
-
-    int len = resume_dir ? snprintf(res->run_dir, sizeof res->run_dir, "%s", resume_dir)
-                         : snprintf(res->run_dir, sizeof res->run_dir, "%s/%s", cfg.train.out, cfg.train.name);
-    if (len >= (int)sizeof res->run_dir) {
-        sf_error("run folder path is longer than %d characters: %s/%s", SF_PATH_MAX - 1, cfg.train.out,
-                 cfg.train.name);
-        return res->status;
+    r->threads = sf_threads_init(threads_wanted);
+    r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
+    print_startup(r);
+    int ok = run_open_data(r) == 0 && run_build_model(r) == 0;
+    ok = sf_dist_all_ok(ok) && sf_dist_all_ok(run_make_folder(r) == 0);
+    if (ok) {
+        printf("model: %s  params: %zu  images: %d train / %d val, %d classes, %d steps/epoch\n",
+               r->cfg.model.name[0] ? r->cfg.model.name : "vit", sf_params_count_trainable(&r->ps),
+               r->train_ds.count, r->val_ds.count, r->train_ds.num_classes, r->steps_per_epoch);
+        ok = run_restore(r) == 0 && run_open_logs(r) == 0;
     }
-    char path_last[SF_PATH_MAX + 32], path_best[SF_PATH_MAX + 32], path_cfg[SF_PATH_MAX + 32];
-    char path_log[SF_PATH_MAX + 32], path_csv[SF_PATH_MAX + 32];
-    snprintf(path_last, sizeof path_last, "%s/last.safetensors", res->run_dir);
-    snprintf(path_best, sizeof path_best, "%s/best.safetensors", res->run_dir);
-    snprintf(path_cfg, sizeof path_cfg, "%s/config.yaml", res->run_dir);
-    snprintf(path_log, sizeof path_log, "%s/log.jsonl", res->run_dir);
-    snprintf(path_csv, sizeof path_csv, "%s/metrics.csv", res->run_dir);
-
-    /* MPI: rank 0 alone creates the run folder and writes config, logs and checkpoints; the
-     * ranks agree on whether it could. */
-    char *config_text = NULL;
-    int folder_ok = 1;
-    if (rank == 0) {
-        if (!resume_dir && file_exists(path_last)) {
-            sf_error("run folder %s already holds a checkpoint", res->run_dir);
-            sf_hint("continue it with `sfvit train --resume %s`, or set train.name=<new name>", res->run_dir);
-            folder_ok = 0;
-        } else if (mkdir_p(res->run_dir) != 0) {
-            sf_error("cannot create run folder %s: %s", res->run_dir, strerror(errno));
-            folder_ok = 0;
-        } else if (sf_config_write(&cfg, path_cfg) != 0) {
-            folder_ok = 0;
-        } else if (!(config_text = read_text_file(path_cfg))) {
-            sf_error("cannot read back %s", path_cfg);
-            folder_ok = 0;
-        } else {
-            remove_stale_temporaries(res->run_dir);
-        }
-    }
-    if (!sf_dist_all_ok(folder_ok)) {
-        free(config_text);
-        return res->status;
-    }
-
-    sf_config_print(&cfg, stdout);
-    printf("threads: %d (OpenMP and OpenBLAS)   run folder: %s\n", threads, res->run_dir);
-    if (world > 1)
-        printf("distributed: %d ranks x %d images = global batch %d; lr %.3e (%s); BatchNorm statistics %s\n",
-               world, rank_batch, cfg.train.batch_size, sf_lr_base(&cfg.optim, cfg.train.batch_size),
-               cfg.optim.scale_lr ? "scaled by the global batch" : "optim.scale_lr off: not scaled",
-               cfg.train.bn_sync ? "over all ranks (train.bn_sync)" : "per rank (train.bn_sync=false)");
-
-    /* data */
-    sf_dataset train_ds, val_ds;
-    memset(&train_ds, 0, sizeof train_ds);
-    memset(&val_ds, 0, sizeof val_ds);
-    sf_loader *train_loader = NULL, *val_loader = NULL;
-    sf_model *model = NULL;
-    sf_params ps;
-    sf_params_init(&ps);
-    sf_ctx g;
-    sf_ctx_init(&g, 0);
-    FILE *flog = NULL, *fcsv = NULL;
-    sf_dataset val_slice;  // MPI: this rank's part of the val split (a view of val_ds)
-    int setup_ok = 0, steps_per_epoch = 0;
-
-    if (sf_dataset_open(&train_ds, cfg.data.root, cfg.data.train_split) != 0) goto setup_end;
-    if (sf_dataset_open(&val_ds, cfg.data.root, cfg.data.val_split) != 0) goto setup_end;
-    if (train_ds.num_classes != cfg.model.num_classes) {
-        sf_error("%s/%s has %d classes but model.num_classes is %d", cfg.data.root,
-                 cfg.data.train_split, train_ds.num_classes, cfg.model.num_classes);
-        sf_hint("set model.num_classes=%d", train_ds.num_classes);
-        goto setup_end;
-    }
-    sf_loader_opts lo = {
-        .batch_size = cfg.train.batch_size,
-        .img_size = cfg.model.img_size,
-        .in_chans = cfg.model.in_chans,
-        .train = 1,
-        .workers = cfg.data.workers,
-        .prefetch = cfg.data.prefetch,
-        .seed = cfg.train.seed,
-        .aug = &cfg.aug,
-        .num_classes = cfg.model.num_classes,
-        .rank = rank,
-        .world = world,
-        .fraction = cfg.train.max_train_fraction,
-    };
-    lo.batch_size = rank_batch;  // MPI: this rank's share of the global batch
-    train_loader = sf_loader_create(&train_ds, &lo);
-    /* MPI: evaluation is sharded as contiguous slices without padding (sums reduced in
-     * sf_evaluate), so every image counts once and top-1/top-5 equal a single process's. */
-    if (val_ds.count < world) {
-        sf_error("%s/%s: %d images for %d ranks", cfg.data.root, cfg.data.val_split, val_ds.count, world);
-        goto setup_end;
-    }
-    val_slice = world > 1 ? dataset_slice(&val_ds, rank, world) : val_ds;
-    sf_loader_opts vo = lo;
-    vo.train = 0;
-    vo.batch_size = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : cfg.train.batch_size;
-    vo.batch_size = (vo.batch_size + world - 1) / world;
-    vo.rank = 0;
-    vo.world = 1;
-    vo.fraction = 1.0f;
-    val_loader = sf_loader_create(&val_slice, &vo);
-    if (!train_loader || !val_loader) goto setup_end;
-    steps_per_epoch = sf_loader_steps_per_epoch(train_loader);
-    if (steps_per_epoch < 1) {
-        sf_error("%s/%s: %d images is less than one batch of %d", cfg.data.root, cfg.data.train_split,
-                 train_ds.count, cfg.train.batch_size);
-        goto setup_end;
-    }
-
-    /* model and parameters */
-    model = sf_model_build(&cfg.model, &ps);
-    if (!model) goto setup_end;
-    sf_params_alloc(&ps);
-    sf_rng init_rng;
-    sf_rng_seed(&init_rng, cfg.train.seed * 1000003ULL + 1);
-    sf_model_init(model, &ps, &init_rng);
-    printf("model: %s  params: %zu  images: %d train / %d val, %d classes, %d steps/epoch\n",
-           cfg.model.name[0] ? cfg.model.name : "vit", sf_params_count_trainable(&ps), train_ds.count,
-           val_ds.count, train_ds.num_classes, steps_per_epoch);
-
-    run_state st = {0};
-    sf_rng_seed(&st.drop_rng, cfg.train.seed * 7919ULL + 3);
-    if (resume_dir) {
-        if (load_resume_state(path_last, &ps, &st) != 0) goto setup_end;
-        printf("resumed %s at epoch %d, step %d of it (%ld updates done)\n", path_last, st.epoch + 1,
-               st.step_in_epoch, st.global_step);
-    } else if (cfg.model.init_from[0]) {
-        if (sf_checkpoint_finetune(cfg.model.init_from, &ps, &cfg.model) != 0) goto setup_end;
-    }
-
-    /* MPI: ranks other than 0 write their logs nowhere. */
-    flog = fopen(rank == 0 ? path_log : "/dev/null", "a");
-    fcsv = fopen(rank == 0 ? path_csv : "/dev/null", resume_dir ? "a" : "w");
-    if (!flog || !fcsv) {
-        sf_error("cannot write logs in %s: %s", res->run_dir, strerror(errno));
-        goto setup_end;
-    }
-    if (!resume_dir) fprintf(fcsv, "epoch,train_loss,val_loss,top1,top5,lr,seconds,skipped,train_top1\n");
-    setup_ok = 1;
-setup_end:
     /* MPI: an error on any rank stops every rank; then all start from rank 0's parameters
      * (and moments, on resume). */
-    if (!sf_dist_all_ok(setup_ok)) goto done;
-    sf_dist_broadcast_params(&ps, resume_dir != NULL);
-
+    if (!sf_dist_all_ok(ok)) return SF_TRAIN_ERROR;
+    sf_dist_broadcast_params(&r->ps, resume_dir != NULL);
+    if (r->ema) sf_dist_broadcast(r->ema, r->ps.total);
     install_signal_handlers();
-    const int tty = isatty(fileno(stdout));
-    const float base_lr = sf_lr_base(&cfg.optim, cfg.train.batch_size);
-    const int accum = cfg.optim.accum_steps > 0 ? cfg.optim.accum_steps : 1;
-    long steps_this_run = 0;
-    int stopped_by_signal = 0;
-    res->status = SF_TRAIN_OK;
+    r->tty = isatty(fileno(stdout));
+    r->base_lr = sf_lr_base(&r->cfg.optim, r->cfg.train.batch_size);
+    r->accum = r->cfg.optim.accum_steps > 0 ? r->cfg.optim.accum_steps : 1;
+    return SF_TRAIN_OK;
+}
 
-    for (int epoch = st.epoch; epoch < cfg.train.epochs; epoch++) {
-        const double t_epoch = sf_now();
-        sf_loader_start_epoch(train_loader, epoch, st.step_in_epoch);
-        double loss_sum = 0, loss_window = 0;
-        int loss_count = 0, window_count = 0;
-        long train_correct = 0, train_seen = 0;
-        double t_window = sf_now();
-        float lr = 0;
-        sf_batch b;
-        int step = st.step_in_epoch;
-        const int first_step = step;
-        while (sf_loader_next(train_loader, &b)) {
-            g.training = 1;
-            g.grad_enabled = 1;
-            step_rng_begin(&g, &st.drop_rng, rank, world);  // MPI: per-rank masks
-            lr = sf_lr_at(base_lr, &cfg.sched, cfg.train.epochs, (double)epoch + (double)step / steps_per_epoch);
-            if (step % accum == 0) sf_params_zero_grad(&ps);
+static void run_free(run *r) {
+    if (r->flog) fclose(r->flog);
+    if (r->fcsv) fclose(r->fcsv);
+    if (r->train_loader) sf_loader_free(r->train_loader);
+    if (r->val_loader) sf_loader_free(r->val_loader);
+    sf_dataset_free(&r->train_ds);
+    sf_dataset_free(&r->val_ds);
+    if (r->model) sf_model_free(r->model);
+    sf_params_free(&r->ps);
+    sf_ctx_free(&r->g);
+    free(r->ema);
+    free(r->config_text);
+}
 
-            sf_tensor x = batch_tensor(&b, cfg.model.in_chans, cfg.model.img_size);
-            sf_tensor *logits = sf_model_forward(&g, model, &x);
-            sf_tensor *loss = sf_cross_entropy(&g, logits, b.labels, b.soft_targets, cfg.aug.smoothing);
-            float loss_value = loss->data[0];
-            train_correct += count_top1(logits, b.labels, b.size);
-            train_seen += b.size;
-            int diverged = 0, stop_signal = g_stop_requested;
-            if (!isfinite(loss_value)) {
-                sf_error("loss is %s at step %ld (epoch %d, batch %d): training stopped",
-                         isnan(loss_value) ? "NaN" : "Inf", st.global_step + 1, epoch + 1, step + 1);
-                diverged = 1;
-            } else {
-                /* Accumulated micro-batches each contribute 1/accum of the mean loss. */
-                sf_backward(&g, accum > 1 ? sf_scale(&g, loss, 1.0f / accum) : loss);
-                const char *bad = sf_grad_first_nonfinite(&ps);
-                if (bad) {
-                    sf_error("gradient of %s is NaN/Inf at step %ld (epoch %d, batch %d): training stopped",
-                             bad, st.global_step + 1, epoch + 1, step + 1);
-                    diverged = 1;
-                }
-            }
-            agree_step(world, &loss_value, &diverged, &stop_signal);  // MPI: global loss, any rank's stop
-            if (diverged) {
-                res->status = SF_TRAIN_DIVERGED;
-                res->diverged_step = st.global_step + 1;
-                if (rank == 0 && file_exists(path_last))
-                    sf_hint("the last good checkpoint is kept: %s", path_last);
-                else if (rank == 0)
-                    sf_hint("no checkpoint was written before the divergence");
-                fprintf(flog, "{\"event\":\"diverged\",\"step\":%ld,\"epoch\":%d}\n", res->diverged_step, epoch);
-                goto done;
-            }
-            step_rng_end(&g, &st.drop_rng, world);
-            sf_ctx_reset(&g);
+/* One micro-batch: forward, loss, backward, and the NaN/Inf check of loss and gradients.
+ * Returns 0, or 1 when this rank diverged (the step and the tensor are named). */
+static int forward_backward(run *r, const sf_batch *b, int epoch, int step, float *loss_value, long *correct) {
+    const sf_config *c = &r->cfg;
+    sf_tensor x = batch_tensor(b, c->model.in_chans, c->model.img_size);
+    sf_tensor *logits = sf_model_forward(&r->g, r->model, &x);
+    sf_tensor *loss = sf_cross_entropy(&r->g, logits, b->labels, b->soft_targets, c->aug.smoothing);
+    *loss_value = loss->data[0];
+    *correct = count_top1(logits, b->labels, b->size);
+    if (!isfinite(*loss_value)) {
+        sf_error("loss is %s at step %ld (epoch %d, batch %d): training stopped", isnan(*loss_value) ? "NaN" : "Inf",
+                 r->st.global_step + 1, epoch + 1, step + 1);
+        return 1;
+    }
+    /* Accumulated micro-batches each contribute 1/accum of the mean loss. */
+    sf_backward(&r->g, r->accum > 1 ? sf_scale(&r->g, loss, 1.0f / r->accum) : loss);
+    const char *bad = sf_grad_first_nonfinite(&r->ps);
+    if (bad) {
+        sf_error("gradient of %s is NaN/Inf at step %ld (epoch %d, batch %d): training stopped", bad,
+                 r->st.global_step + 1, epoch + 1, step + 1);
+        return 1;
+    }
+    return 0;
+}
 
-            step++;
-            if (step % accum == 0 || step == steps_per_epoch) {
-                sf_dist_allreduce_grads(&ps);  // MPI: the mean gradient of the global batch
-                dump_first_grad(&ps, st.global_step);
-                if (cfg.optim.clip_grad > 0) {
-                    double norm = sf_grad_norm(&ps);
-                    if (norm > cfg.optim.clip_grad) sf_grad_scale(&ps, (float)(cfg.optim.clip_grad / (norm + 1e-6)));
-                }
-                st.global_step++;
-                sf_adamw_step(&ps, &cfg.optim, lr, st.global_step);
-            }
-            steps_this_run++;
-            st.step_in_epoch = step;
-            loss_sum += loss_value;
-            loss_count++;
-            loss_window += loss_value;
-            window_count++;
+/* The update once a global batch's gradient is complete: all-reduce, clip, AdamW, EMA. */
+static void update(run *r, float lr) {
+    sf_dist_allreduce_grads(&r->ps);  // MPI: the mean gradient of the global batch
+    dump_first_grad(&r->ps, r->st.global_step);
+    if (r->cfg.optim.clip_grad > 0) {
+        double norm = sf_grad_norm(&r->ps);
+        if (norm > r->cfg.optim.clip_grad) sf_grad_scale(&r->ps, (float)(r->cfg.optim.clip_grad / (norm + 1e-6)));
+    }
+    r->st.global_step++;
+    sf_adamw_step(&r->ps, &r->cfg.optim, lr, r->st.global_step);
+    if (r->ema) sf_params_ema_update(&r->ps, r->ema, r->cfg.train.ema_decay);
+}
 
-            const int log_now = step % cfg.train.log_every == 0 || step == steps_per_epoch;
-            if (log_now || tty) {
-                double dt = sf_now() - t_window;
-                double img_s = dt > 0 ? window_count * (double)cfg.train.batch_size / dt : 0;
-                double elapsed_epoch = sf_now() - t_epoch;
-                int done_here = step - first_step;
-                double eta = done_here > 0 ? elapsed_epoch / done_here * (steps_per_epoch - step) : 0;
-                if (log_now) {
-                    double stall = sf_loader_stall_seconds(train_loader);
-                    print_progress(stdout, tty, epoch, cfg.train.epochs, step, steps_per_epoch,
-                                   loss_window / window_count, lr, img_s, eta, stall);
-                    fprintf(flog,
-                            "{\"step\":%ld,\"epoch\":%d,\"batch\":%d,\"loss\":%.6f,\"lr\":%.6e,"
-                            "\"img_per_s\":%.2f,\"stall_s\":%.3f}\n",
-                            st.global_step, epoch, step, loss_window / window_count, lr, img_s, stall);
-                    fflush(flog);
-                    loss_window = 0;
-                    window_count = 0;
-                    t_window = sf_now();
-                }
-            }
-            if (cfg.train.save_every_steps > 0 && step % cfg.train.save_every_steps == 0 &&
-                step < steps_per_epoch) {
-                st.epoch = epoch;
-                if (save_on_rank0(path_last, &ps, &st, config_text, 1) != 0) {
-                    res->status = SF_TRAIN_ERROR;
-                    goto done;
-                }
-            }
-            if (world == 1) stop_signal = g_stop_requested;
-            if (stop_signal || (cfg.train.max_steps > 0 && steps_this_run >= cfg.train.max_steps)) {
-                stopped_by_signal = stop_signal;
-                break;
-            }
-        }
-        if (tty) printf("\n");
-        const int epoch_complete = st.step_in_epoch >= steps_per_epoch;
+static void log_step(run *r, int epoch, int step, double loss, int n, double t_window, double t_epoch,
+                     int first_step, float lr) {
+    double dt = sf_now() - t_window;
+    double img_s = dt > 0 ? n * (double)r->cfg.train.batch_size / dt : 0;
+    int done_here = step - first_step;
+    double eta = done_here > 0 ? (sf_now() - t_epoch) / done_here * (r->steps_per_epoch - step) : 0;
+    double stall = sf_loader_stall_seconds(r->train_loader);
+    print_progress(stdout, r->tty, epoch, r->cfg.train.epochs, step, r->steps_per_epoch, loss / n, lr, img_s, eta,
+                   stall);
+    char nr[64] = "";
+    /* SOFT: the worst Newton-Raphson residual of the step's last inverse
+     * (docs/math/soft_conv_norm.md); JSON has no NaN, so a NaN residual is null. */
+    const float res = r->log_nr ? sf_nr_last_residual() : 0;
+    if (r->log_nr) snprintf(nr, sizeof nr, isnan(res) ? ",\"nr_residual\":null" : ",\"nr_residual\":%.4g", (double)res);
+    fprintf(r->flog,
+            "{\"step\":%ld,\"epoch\":%d,\"batch\":%d,\"loss\":%.6f,\"lr\":%.6e,\"img_per_s\":%.2f,\"stall_s\":%.3f%s}\n",
+            r->st.global_step, epoch, step, loss / n, lr, img_s, stall, nr);
+    fflush(r->flog);
+}
 
-        /* Evaluate and checkpoint at the end of a complete epoch. */
-        sf_eval_result ev = {0};
-        if (epoch_complete && ((epoch + 1) % cfg.train.eval_every == 0 || epoch + 1 == cfg.train.epochs)) {
-            sf_dist_broadcast_buffers(&ps);  // MPI: rank 0's BatchNorm running statistics
-            sf_evaluate(model, val_loader, cfg.model.num_classes, &ev);
-            int skipped = sf_loader_skipped(train_loader);
-            printf("epoch %d/%d  train loss %.4f  val loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.0fs%s)\n",
-                   epoch + 1, cfg.train.epochs, loss_count ? loss_sum / loss_count : 0, ev.loss, ev.top1,
-                   ev.top5, sf_now() - t_epoch, skipped ? ", skipped bad images" : "");
-            if (skipped) printf("  %d bad train images were skipped this epoch\n", skipped);
-            fprintf(flog, "{\"epoch\":%d,\"train_loss\":%.6f,\"val_loss\":%.6f,\"top1\":%.4f,\"top5\":%.4f}\n",
-                    epoch + 1, loss_count ? loss_sum / loss_count : 0, ev.loss, ev.top1, ev.top5);
-            fflush(flog);
-            fprintf(fcsv, "%d,%.6f,%.6f,%.4f,%.4f,%.6e,%.1f,%d,%.4f\n", epoch + 1,
-                    loss_count ? loss_sum / loss_count : 0, ev.loss, ev.top1, ev.top5, lr,
-                    sf_now() - t_epoch, skipped, train_seen ? 100.0 * train_correct / train_seen : 0);
-            fflush(fcsv);
-            res->final_top1 = (float)ev.top1;
-            res->final_top5 = (float)ev.top5;
-            if (ev.top1 > st.best_top1 || rank0_decides(rank == 0 && !file_exists(path_best))) {
-                if (ev.top1 > st.best_top1) st.best_top1 = (float)ev.top1;
-                st.epoch = epoch + 1;
-                st.step_in_epoch = 0;
-                if (save_on_rank0(path_best, &ps, &st, config_text, 0) != 0) {
-                    res->status = SF_TRAIN_ERROR;
-                    goto done;
-                }
-            }
+/* last.safetensors with the optimizer moments, and ema.safetensors (the same state in its
+ * metadata, so a resume can tell they belong together). */
+static int save_checkpoints(run *r) {
+    if (r->ema) {
+        ema_swap(r);
+        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, 0);
+        ema_swap(r);
+        if (rc != 0) return SF_TRAIN_ERROR;
+    }
+    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+}
+
+/* The steps of one epoch, from st.step_in_epoch until its end, a stop signal, train.max_steps
+ * or a NaN/Inf (SF_TRAIN_DIVERGED, the weights untouched by that step). */
+static int train_epoch(run *r, int epoch, epoch_stats *es) {
+    const sf_config *c = &r->cfg;
+    memset(es, 0, sizeof *es);
+    es->t0 = sf_now();
+    sf_loader_start_epoch(r->train_loader, epoch, r->st.step_in_epoch);
+    double loss_window = 0, t_window = sf_now();
+    int window_count = 0, step = r->st.step_in_epoch, got;
+    const int first_step = step;
+    sf_batch b;
+    while ((got = sf_loader_next(r->train_loader, &b)) > 0) {
+        r->g.training = 1;
+        r->g.grad_enabled = 1;
+        step_rng_begin(&r->g, &r->st.drop_rng, r->rank, r->world);  // MPI: per-rank masks
+        es->lr = sf_lr_at(r->base_lr, &c->sched, c->train.epochs, (double)epoch + (double)step / r->steps_per_epoch);
+        if (step % r->accum == 0) sf_params_zero_grad(&r->ps);
+        float loss;
+        long correct;
+        int diverged = forward_backward(r, &b, epoch, step, &loss, &correct), stop = g_stop_requested;
+        agree_step(r->world, &loss, &diverged, &stop);  // MPI: global loss, any rank's stop
+        if (diverged) {
+            if (r->rank == 0 && file_exists(r->path_last)) sf_hint("the last good checkpoint is kept: %s", r->path_last);
+            else if (r->rank == 0) sf_hint("no checkpoint was written before the divergence");
+            fprintf(r->flog, "{\"event\":\"diverged\",\"step\":%ld,\"epoch\":%d}\n", r->st.global_step + 1, epoch);
+            return SF_TRAIN_DIVERGED;
         }
-        if (epoch_complete) {
-            st.epoch = epoch + 1;
-            st.step_in_epoch = 0;
-            res->epochs_done++;
-        } else {
-            st.epoch = epoch;
+        step_rng_end(&r->g, &r->st.drop_rng, r->world);
+        sf_ctx_reset(&r->g);
+        step++;
+        if (step % r->accum == 0 || step == r->steps_per_epoch) update(r, es->lr);
+        r->steps_this_run++;
+        r->st.step_in_epoch = step;
+        es->loss_sum += loss;
+        es->loss_count++;
+        es->train_correct += correct;
+        es->train_seen += b.size;
+        loss_window += loss;
+        window_count++;
+        if (step % c->train.log_every == 0 || step == r->steps_per_epoch) {
+            log_step(r, epoch, step, loss_window, window_count, t_window, es->t0, first_step, es->lr);
+            loss_window = 0;
+            window_count = 0;
+            t_window = sf_now();
         }
-        /* MPI: identical updates keep the ranks' parameters bit-equal; check that before
-         * saving, and continue from rank 0's if a reduction was not bitwise reproducible. */
-        if (!sf_dist_params_in_sync(&ps)) {
-            sf_warn("parameters differ between ranks after epoch %d; continuing from rank 0's", epoch + 1);
-            sf_dist_broadcast_params(&ps, 1);
+        if (c->train.save_every_steps > 0 && step % c->train.save_every_steps == 0 && step < r->steps_per_epoch) {
+            r->st.epoch = epoch;
+            if (save_checkpoints(r) != SF_TRAIN_OK) return SF_TRAIN_ERROR;
         }
-        if (save_on_rank0(path_last, &ps, &st, config_text, 1) != 0) {
-            res->status = SF_TRAIN_ERROR;
-            goto done;
-        }
-        if (!epoch_complete) {
-            if (stopped_by_signal)
-                printf("stopped by signal after step %ld; checkpoint written: %s\n", st.global_step, path_last);
-            else
-                printf("stopped after train.max_steps=%d steps; checkpoint written: %s\n", cfg.train.max_steps,
-                       path_last);
+        if (r->world == 1) stop = g_stop_requested;
+        if (stop || (c->train.max_steps > 0 && r->steps_this_run >= c->train.max_steps)) {
+            r->stopped_by_signal = stop;
             break;
         }
     }
-    res->best_top1 = st.best_top1;
-    res->steps_done = st.global_step;
-    if (world > 1) {
+    if (r->tty) printf("\n");
+    if (!sf_dist_all_ok(got >= 0)) return SF_TRAIN_ERROR;  // the loader's error is already printed
+    return SF_TRAIN_OK;
+}
+
+/* Top-1 of the weights, and of the EMA weights; best.safetensors when top-1 improves. */
+static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *res) {
+    const sf_config *c = &r->cfg;
+    sf_dist_broadcast_buffers(&r->ps);  // MPI: rank 0's BatchNorm running statistics
+    sf_eval_result ev = {0}, ee = {0};
+    if (sf_evaluate(r->model, r->val_loader, c->model.num_classes, &ev) != 0) return SF_TRAIN_ERROR;
+    if (r->ema) {
+        ema_swap(r);
+        int rc = sf_evaluate(r->model, r->val_loader, c->model.num_classes, &ee);
+        ema_swap(r);
+        if (rc != 0) return SF_TRAIN_ERROR;
+    }
+    const double train_loss = es->loss_count ? es->loss_sum / es->loss_count : 0;
+    const int skipped = sf_loader_skipped(r->train_loader);
+    printf("epoch %d/%d  train loss %.4f  val loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.0fs%s)\n", epoch + 1,
+           c->train.epochs, train_loss, ev.loss, ev.top1, ev.top5, sf_now() - es->t0,
+           skipped ? ", skipped bad images" : "");
+    if (r->ema) printf("  EMA weights: val loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", ee.loss, ee.top1, ee.top5);
+    if (skipped) printf("  %d bad train images were skipped this epoch\n", skipped);
+    fprintf(r->flog, "{\"epoch\":%d,\"train_loss\":%.6f,\"val_loss\":%.6f,\"top1\":%.4f,\"top5\":%.4f", epoch + 1,
+            train_loss, ev.loss, ev.top1, ev.top5);
+    if (r->ema) fprintf(r->flog, ",\"ema_val_loss\":%.6f,\"ema_top1\":%.4f,\"ema_top5\":%.4f", ee.loss, ee.top1, ee.top5);
+    fprintf(r->flog, "}\n");
+    fflush(r->flog);
+    fprintf(r->fcsv, "%d,%.6f,%.6f,%.4f,%.4f,%.6e,%.1f,%d,%.4f", epoch + 1, train_loss, ev.loss, ev.top1, ev.top5,
+            es->lr, sf_now() - es->t0, skipped, es->train_seen ? 100.0 * es->train_correct / es->train_seen : 0.0);
+    if (r->ema) fprintf(r->fcsv, ",%.6f,%.4f,%.4f", ee.loss, ee.top1, ee.top5);
+    fprintf(r->fcsv, "\n");
+    fflush(r->fcsv);
+    res->final_top1 = (float)ev.top1;
+    res->final_top5 = (float)ev.top5;
+    res->ema_top1 = (float)ee.top1;
+    if (ev.top1 > r->st.best_top1 || rank0_decides(r->rank == 0 && !file_exists(r->path_best))) {
+        if (ev.top1 > r->st.best_top1) r->st.best_top1 = (float)ev.top1;
+        r->st.epoch = epoch + 1;
+        r->st.step_in_epoch = 0;
+        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, 0) != 0) return SF_TRAIN_ERROR;
+    }
+    return SF_TRAIN_OK;
+}
+
+/* The checkpoints at the end of an epoch or a stop. */
+static int save_last(run *r) {
+    /* MPI: identical updates keep the ranks' parameters bit-equal; check that before saving,
+     * and continue from rank 0's if a reduction was not bitwise reproducible. */
+    if (!sf_dist_params_in_sync(&r->ps)) {
+        sf_warn("parameters differ between ranks after epoch %d; continuing from rank 0's", r->st.epoch + 1);
+        sf_dist_broadcast_params(&r->ps, 1);
+        if (r->ema) sf_dist_broadcast(r->ema, r->ps.total);
+    }
+    return save_checkpoints(r);
+}
+
+static void report_stop(const run *r) {
+    if (r->stopped_by_signal)
+        printf("stopped by signal after step %ld; checkpoint written: %s\n", r->st.global_step, r->path_last);
+    else
+        printf("stopped after train.max_steps=%d steps; checkpoint written: %s\n", r->cfg.train.max_steps,
+               r->path_last);
+}
+
+static void report_allreduce(const run *r) {
+    if (r->world > 1) {
         double secs;
         long calls;
         sf_dist_allreduce_stats(&secs, &calls);
         printf("allreduce: %.2f ms per update over %ld updates, %.2f MB of gradient each, %d ranks\n",
-               calls ? 1e3 * secs / calls : 0.0, calls, ps.total * sizeof(float) / 1e6, world);
+               calls ? 1e3 * secs / calls : 0.0, calls, r->ps.total * sizeof(float) / 1e6, r->world);
     }
+}
 
-done:
+/* The training run, as the algorithm reads: set up; for each epoch, its steps, then at the
+ * end of a complete epoch the evaluation and the checkpoints; finish. */
+int sf_train(const sf_config *cfg, const char *resume_dir, sf_train_result *res) {
+    const double t_start = sf_now();
+    memset(res, 0, sizeof *res);
+    res->diverged_step = -1;
+    run *r = sf_calloc(1, sizeof *r);
+    int status = run_setup(r, cfg, resume_dir);
+    for (int epoch = r->st.epoch; status == SF_TRAIN_OK && epoch < r->cfg.train.epochs; epoch++) {
+        epoch_stats es;
+        status = train_epoch(r, epoch, &es);
+        if (status == SF_TRAIN_DIVERGED) res->diverged_step = r->st.global_step + 1;
+        if (status != SF_TRAIN_OK) break;
+        const int complete = r->st.step_in_epoch >= r->steps_per_epoch;
+        if (complete && ((epoch + 1) % r->cfg.train.eval_every == 0 || epoch + 1 == r->cfg.train.epochs))
+            status = evaluate(r, epoch, &es, res);
+        r->st.epoch = complete ? epoch + 1 : epoch;
+        if (complete) r->st.step_in_epoch = 0;
+        if (status == SF_TRAIN_OK) status = save_last(r);
+        if (status == SF_TRAIN_OK && complete) res->epochs_done++;
+        if (status == SF_TRAIN_OK && !complete) {
+            report_stop(r);
+            break;
+        }
+    }
+    if (status == SF_TRAIN_OK) report_allreduce(r);
+    res->best_top1 = r->st.best_top1;
+    res->steps_done = r->st.global_step;
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", r->dir);
     res->seconds = sf_now() - t_start;
-    if (flog) fclose(flog);
-    if (fcsv) fclose(fcsv);
-    if (train_loader) sf_loader_free(train_loader);
-    if (val_loader) sf_loader_free(val_loader);
-    sf_dataset_free(&train_ds);
-    sf_dataset_free(&val_ds);
-    if (model) sf_model_free(model);
-    sf_params_free(&ps);
-    sf_ctx_free(&g);
-    free(config_text);
-    return res->status;
+    run_free(r);
+    free(r);
+    return res->status = status;
 }

@@ -59,6 +59,45 @@ static void normalize01(float *v, int n) {
     for (int i = 0; i < n; i++) v[i] = (v[i] - lo) / span;
 }
 
+/* The model input: the whole image resized to S x S, normalized as in training.
+ * Returns (C, S, S) floats, malloc'd. */
+static float *model_input(const sf_image *im, int C, int S, const sf_aug_cfg *aug) {
+    float *pixels = sf_malloc((size_t)C * S * S * sizeof(float));
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++) {
+                float v = sample_u8(im, (y + 0.5f) * im->h / S - 0.5f, (x + 0.5f) * im->w / S - 0.5f, c) / 255.0f;
+                pixels[((size_t)c * S + y) * S + x] = (v - aug->mean[c]) / aug->std[c];
+            }
+    return pixels;
+}
+
+/* Three panels of D x D pixels (at least 224 so small inputs stay visible): the image, and
+ * the normalized Q-hat and K-hat token norms (gh, gw) laid over it. */
+static void draw_panels(const sf_image *im, const float *qn, const float *kn, int gh, int gw, int S, sf_image *canvas) {
+    const int D = S < 224 ? 224 : S;
+    canvas->w = 3 * D;
+    canvas->h = D;
+    canvas->c = 3;
+    canvas->px = sf_malloc((size_t)canvas->w * canvas->h * 3);
+    for (int y = 0; y < D; y++)
+        for (int xx = 0; xx < D; xx++) {
+            float rgb[3];
+            for (int c = 0; c < 3; c++)
+                rgb[c] = sample_u8(im, (y + 0.5f) * im->h / D - 0.5f, (xx + 0.5f) * im->w / D - 0.5f, im->c == 3 ? c : 0);
+            for (int panel = 0; panel < 3; panel++) {
+                float color[3] = {rgb[0], rgb[1], rgb[2]};
+                if (panel > 0) {
+                    float t = sample_grid(panel == 1 ? qn : kn, gh, gw, D, y, xx), h[3];
+                    heat_color(t, h);
+                    for (int c = 0; c < 3; c++) color[c] = 0.45f * rgb[c] + 0.55f * 255.0f * h[c];
+                }
+                uint8_t *p = canvas->px + ((size_t)y * canvas->w + panel * D + xx) * 3;
+                for (int c = 0; c < 3; c++) p[c] = (uint8_t)fminf(255.0f, fmaxf(0.0f, color[c] + 0.5f));
+            }
+        }
+}
+
 int sf_cmd_viz(int argc, char **argv) {
     const char *ckpt = NULL, *image = NULL, *out = NULL, *config_path = NULL;
     for (int i = 0; i < argc; i++) {
@@ -83,75 +122,39 @@ int sf_cmd_viz(int argc, char **argv) {
         sf_error("viz: %s is not a SimA model (model.attn is not sima)", ckpt);
         return 1;
     }
-    int status = 1;
+    int status = 1, gh = 0, gw = 0;
     sf_params ps;
     sf_params_init(&ps);
     sf_image im = {0}, canvas = {0};
     float *pixels = NULL, *qn = NULL, *kn = NULL;
     sf_ctx g;
     sf_ctx_init(&g, 0);
+    char err[256];
+    const int C = cfg.model.in_chans, S = cfg.model.img_size;
     sf_model *m = sf_model_build(&cfg.model, &ps);
     if (!m) goto done;
     sf_params_alloc(&ps);
     if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto done;
-    char err[256];
-    const int C = cfg.model.in_chans, S = cfg.model.img_size;
     if (sf_image_load(image, C, &im, err, sizeof err) != 0) {
         sf_error("%s: %s", image, err);
         goto done;
     }
-    /* Model input: the whole image resized to S x S, normalized as in training. */
-    pixels = sf_malloc((size_t)C * S * S * sizeof(float));
-    for (int c = 0; c < C; c++)
-        for (int y = 0; y < S; y++)
-            for (int x = 0; x < S; x++) {
-                float v = sample_u8(&im, (y + 0.5f) * im.h / S - 0.5f, (x + 0.5f) * im.w / S - 0.5f, c) / 255.0f;
-                pixels[((size_t)c * S + y) * S + x] = (v - cfg.aug.mean[c]) / cfg.aug.std[c];
-            }
-    sf_tensor x;
-    memset(&x, 0, sizeof x);
-    x.data = pixels;
-    x.ndim = 4;
-    x.shape[0] = 1;
-    x.shape[1] = C;
-    x.shape[2] = S;
-    x.shape[3] = S;
-    x.numel = (size_t)C * S * S;
+    /* one forward in evaluation mode; the last SimA block records its token norms */
+    pixels = model_input(&im, C, S, &cfg.aug);
+    sf_tensor x = {.data = pixels, .ndim = 4, .shape = {1, C, S, S}, .numel = (size_t)C * S * S};
     g.grad_enabled = 0;
     g.training = 0;
     sf_model_forward(&g, m, &x);
-    int gh = 0, gw = 0;
-    qn = sf_malloc(4096 * sizeof(float));
-    kn = sf_malloc(4096 * sizeof(float));
+    sf_model_sima_token_norms(m, NULL, NULL, &gh, &gw);  // the grid, to size the buffers
+    qn = sf_malloc((size_t)gh * gw * sizeof(float));
+    kn = sf_malloc((size_t)gh * gw * sizeof(float));
     if (sf_model_sima_token_norms(m, qn, kn, &gh, &gw) != 0) {
         sf_error("viz: the model has no SimA block to visualize");
         goto done;
     }
     normalize01(qn, gh * gw);
     normalize01(kn, gh * gw);
-
-    /* Canvas: three panels of D x D pixels (at least 224 so small inputs stay visible). */
-    const int D = S < 224 ? 224 : S;
-    canvas.w = 3 * D;
-    canvas.h = D;
-    canvas.c = 3;
-    canvas.px = sf_malloc((size_t)canvas.w * canvas.h * 3);
-    for (int y = 0; y < D; y++)
-        for (int xx = 0; xx < D; xx++) {
-            float rgb[3];
-            for (int c = 0; c < 3; c++)
-                rgb[c] = sample_u8(&im, (y + 0.5f) * im.h / D - 0.5f, (xx + 0.5f) * im.w / D - 0.5f, im.c == 3 ? c : 0);
-            for (int panel = 0; panel < 3; panel++) {
-                float color[3] = {rgb[0], rgb[1], rgb[2]};
-                if (panel > 0) {
-                    float t = sample_grid(panel == 1 ? qn : kn, gh, gw, D, y, xx), h[3];
-                    heat_color(t, h);
-                    for (int c = 0; c < 3; c++) color[c] = 0.45f * rgb[c] + 0.55f * 255.0f * h[c];
-                }
-                uint8_t *p = canvas.px + ((size_t)y * canvas.w + panel * D + xx) * 3;
-                for (int c = 0; c < 3; c++) p[c] = (uint8_t)fminf(255.0f, fmaxf(0.0f, color[c] + 0.5f));
-            }
-        }
+    draw_panels(&im, qn, kn, gh, gw, S, &canvas);
     if (sf_image_write_png(out, &canvas) != 0) goto done;
     printf("wrote %s (%dx%d): image | Q-hat token norms | K-hat token norms, grid %dx%d\n", out, canvas.w, canvas.h,
            gh, gw);

@@ -1,4 +1,7 @@
 /* config.h — the typed, validated configuration (YAML via libyaml, see docs/configs.md).
+ * Trainer layer (train/config.c): it gathers the sections the layers below define (the
+ * model's sf_model_cfg, the data layer's sf_aug_cfg, the engine's sf_optim_cfg and
+ * sf_sched_cfg) with the trainer's own data and train sections.
  *
  * Sections model, data, aug, optim, sched, train. A config may name `base:` (a path
  * relative to its own file) to extend; command-line overrides use dotted keys
@@ -9,9 +12,9 @@
 #ifndef SFVIT_CONFIG_H
 #define SFVIT_CONFIG_H
 
+#include "sfvit/data.h"
 #include "sfvit/model.h"
-
-#define SF_PATH_MAX 1024
+#include "sfvit/optim.h"
 
 typedef struct sf_data_cfg {
     char root[SF_PATH_MAX];   /* ImageNet-format folder: root/train/<class>/<image>, root/val/... */
@@ -19,33 +22,8 @@ typedef struct sf_data_cfg {
     char val_split[64];       /* "val" */
     int workers;              /* loader threads (default 2) */
     int prefetch;             /* batches in the ring (default 4) */
+    int repeated_aug;         /* each training image k times per epoch (DeiT: 3; 1 = off) */
 } sf_data_cfg;
-
-typedef struct sf_aug_cfg {
-    int rrc;                  /* RandomResizedCrop on (1) or plain resize (0) */
-    float scale_min, scale_max, ratio_min, ratio_max;
-    char interpolation[16];   /* bilinear | bicubic | random */
-    float hflip;              /* probability */
-    char randaugment[64];     /* "" (off) or timm string like "rand-m9-mstd0.5-inc1" */
-    float mean[3], std[3];
-    float reprob;             /* random erasing probability */
-    float mixup, cutmix, mixup_switch, mixup_prob; /* alphas (0 = off), switch prob, prob */
-    float smoothing;          /* label smoothing */
-    float crop_pct;           /* eval: resize shorter side to size/crop_pct, center crop */
-} sf_aug_cfg;
-
-typedef struct sf_optim_cfg {
-    float lr, weight_decay, beta1, beta2, eps;
-    int scale_lr;             /* lr *= global_batch / scale_lr_base */
-    int scale_lr_base;        /* 512 (DeiT) or 1024 (SOFT) */
-    float clip_grad;          /* global L2 norm; 0 = off */
-    int accum_steps;          /* gradient accumulation */
-    char decay_mask[16];      /* sfvit | official */
-} sf_optim_cfg;
-
-typedef struct sf_sched_cfg {
-    float warmup_epochs, warmup_lr, min_lr;
-} sf_sched_cfg;
 
 typedef struct sf_train_cfg {
     int epochs, batch_size, eval_batch_size;
@@ -59,6 +37,7 @@ typedef struct sf_train_cfg {
     int eval_every;           /* epochs between evaluations */
     float max_train_fraction; /* use only this fraction of the train set (smoke runs); 1 = all */
     int bn_sync;              /* under MPI: BatchNorm batch statistics over all ranks (1) or per rank (0) */
+    float ema_decay;          /* EMA of the weights per update (DeiT: 0.99996); 0 = off */
 } sf_train_cfg;
 
 typedef struct sf_config {
@@ -80,7 +59,9 @@ int sf_config_load(sf_config *cfg, const char *path, int n_overrides, char *cons
 int sf_config_set(sf_config *cfg, const char *key, const char *value, const char *where);
 /* Cross-field checks (e.g. embed_dim divisible by num_heads; even batch for mixup). */
 int sf_config_validate(const sf_config *cfg);
-/* Writes the resolved config as YAML that sf_config_load reads back to the same values. */
+/* The resolved config as YAML (every key, each section once) that sf_config_load, and any
+ * YAML reader, reads back to the same values. _write writes it atomically to path. */
+void sf_config_yaml(const sf_config *cfg, FILE *f);
 int sf_config_write(const sf_config *cfg, const char *path);
 /* Prints the resolved settings as a boxed table (stdout). */
 void sf_config_print(const sf_config *cfg, FILE *f);

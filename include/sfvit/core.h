@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Longest path kept in fixed buffers (configs, dataset roots, run folders). */
+#define SF_PATH_MAX 1024
+
 #define SF_ASSERT(cond, ...)                                                         \
     do {                                                                             \
         if (!(cond)) sf_assert_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__);      \
@@ -55,7 +58,9 @@ float sf_rng_beta(sf_rng *r, float a, float b);
 /* One thread setting drives both OpenMP and OpenBLAS, so they never oversubscribe.
  * n <= 0 means: env SFVIT_THREADS if set, else the number of cores. Returns the count used. */
 int sf_threads_init(int n);
-int sf_threads_get(void);
+/* 1 unless SFVIT_GEMM=openblas: large products split over the OpenMP team (sf_gemm,
+ * src/ops/gemm.c) and OpenBLAS itself runs single-threaded; 0: OpenBLAS threads them. */
+int sf_gemm_split_enabled(void);
 
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);

@@ -10,7 +10,21 @@
 #ifndef SFVIT_DATA_H
 #define SFVIT_DATA_H
 
-#include "sfvit/config.h"
+#include "sfvit/core.h"
+
+/* The augmentation recipe (the config's aug section). */
+typedef struct sf_aug_cfg {
+    int rrc;                  /* RandomResizedCrop on (1) or plain resize (0) */
+    float scale_min, scale_max, ratio_min, ratio_max;
+    char interpolation[16];   /* bilinear | bicubic | random */
+    float hflip;              /* probability */
+    char randaugment[64];     /* "" (off) or timm string like "rand-m9-mstd0.5-inc1" */
+    float mean[3], std[3];
+    float reprob;             /* random erasing probability */
+    float mixup, cutmix, mixup_switch, mixup_prob; /* alphas (0 = off), switch prob, prob */
+    float smoothing;          /* label smoothing */
+    float crop_pct;           /* eval: resize shorter side to size/crop_pct, center crop */
+} sf_aug_cfg;
 
 /* ---- images ---- */
 typedef struct sf_image {
@@ -52,6 +66,8 @@ typedef struct sf_loader_opts {
     int num_classes;      /* for soft targets */
     int rank, world;      /* data-parallel shard (0, 1 when single process) */
     float fraction;       /* use the first fraction of each epoch's order (1 = all) */
+    int repeats;          /* training: repeated augmentation, each image k times per epoch
+                             (DeiT's RASampler; 0 or 1 = off) */
 } sf_loader_opts;
 
 typedef struct sf_batch {
@@ -67,8 +83,8 @@ sf_loader *sf_loader_create(const sf_dataset *ds, const sf_loader_opts *o);
 /* Starts an epoch (seeded permutation for training); skips the first start_step batches
  * without decoding them (resume mid-epoch). */
 void sf_loader_start_epoch(sf_loader *l, int epoch, int start_step);
-/* Next batch of the epoch: returns 1 and fills b (valid until the next call), or 0 at the
- * end of the epoch. */
+/* Next batch of the epoch: returns 1 and fills b (valid until the next call), 0 at the end
+ * of the epoch, or -1 after an error already reported (training: no readable image left). */
 int sf_loader_next(sf_loader *l, sf_batch *b);
 int sf_loader_steps_per_epoch(const sf_loader *l);
 /* Bad files skipped so far this epoch (each already warned about once, by name). */
@@ -88,11 +104,6 @@ int sf_image_encode_png(const sf_image *img, int level, uint8_t **buf, size_t *l
 int sf_write_file(const char *path, const uint8_t *buf, size_t len);
 
 enum { SF_INTERP_BILINEAR = 0, SF_INTERP_BICUBIC = 1 };
-/* Resamples the box [x0, x1) x [y0, y1) of src (source pixel units, may be fractional) to
- * ow x oh with PIL's separable filters (support widened by the downscale factor, i.e.
- * antialiased, as torchvision's Resize on PIL images). dst is allocated. */
-void sf_image_resample(const sf_image *src, double x0, double y0, double x1, double y1, int ow,
-                       int oh, int interp, sf_image *dst);
 
 /* timm RandAugment string "rand-m9-mstd0.5-inc1" (keys m, n, mstd, mmax, inc, p). */
 typedef struct sf_randaug {

@@ -22,14 +22,12 @@
 #include "sfvit/tensor.h"
 
 /* Initializes MPI when started by mpirun/srun (idempotent; MPI_Finalize runs at exit).
- * Returns the world size (1 without a launcher or without MPI support). */
+ * Returns the world size (1 without a launcher), or -1 after an error already reported
+ * (started by a launcher with several ranks but built without MPI). */
 int sf_dist_init(void);
 int sf_dist_rank(void);
-int sf_dist_world(void);
 /* Ranks on this node (for dividing the cores between them); 1 when single-process. */
 int sf_dist_local_world(void);
-/* Whether this binary was built with MPI support. */
-int sf_dist_available(void);
 
 /* Sums n doubles over all ranks, in place. */
 void sf_dist_sum(double *buf, int n);
@@ -38,7 +36,6 @@ void sf_dist_sum(double *buf, int n);
 int sf_dist_all_ok(int ok);
 /* Copies rank 0's n floats to every rank. */
 void sf_dist_broadcast(float *buf, size_t n);
-void sf_dist_barrier(void);
 
 /* Averages the trainable gradients of ps over the ranks, in place, bucket by bucket
  * (sum, then scale by 1/world). Times itself (sf_dist_allreduce_stats). */
@@ -52,11 +49,9 @@ int sf_dist_params_in_sync(const sf_params *ps);
 /* Seconds spent in sf_dist_allreduce_grads, and calls, since the start. */
 void sf_dist_allreduce_stats(double *seconds, long *calls);
 
-/* SyncBatchNorm hook (src/ops/norm.c): when set, BatchNorm in training mode sums its
- * per-channel statistics over the ranks with it. buf holds n doubles summed in place. Set
- * by sf_dist_set_bn_sync(1) in a world larger than 1, NULL otherwise. */
-typedef void (*sf_batchnorm_allreduce_fn)(double *buf, int n);
-extern sf_batchnorm_allreduce_fn sf_batchnorm_allreduce;
-void sf_dist_set_bn_sync(int on);
+/* The SyncBatchNorm hook for a context's sum_over_ranks (tensor.h): with on (train.bn_sync)
+ * in a world larger than 1, a function summing n doubles over the ranks in place; else
+ * NULL, and BatchNorm keeps per-rank statistics. */
+void (*sf_dist_batchnorm_hook(int on))(double *buf, int n);
 
 #endif

@@ -46,8 +46,9 @@ typedef struct sf_model_cfg {
                                  patch tokens (timm global_pool='avg'); the cls token exists either way */
 } sf_model_cfg;
 
-/* Fills cfg with the defaults of a named model; returns -1 (and prints the known names)
- * for an unknown name. */
+/* Fills cfg with the defaults of a named model ("" = the custom small ViT: DeiT-Tiny's
+ * sizes, which a config refines key by key); returns -1 (and prints the known names) for an
+ * unknown name. */
 int sf_model_defaults(sf_model_cfg *cfg, const char *name);
 /* Names of every registered model, NULL-terminated. */
 extern const char *const sf_model_names[];

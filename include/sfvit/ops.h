@@ -10,6 +10,64 @@
 
 #include "sfvit/tensor.h"
 
+/* ---- the one list of ops ----
+ * X(ID, name): the enum value SF_OP_<ID>, the op's name (SFVIT_BREAK_BACKWARD, profiles,
+ * golden files) and its backward sf_<name>_backward. The enum, the op table
+ * (src/ops/table.c), the backward declarations (src/ops/ops_internal.h) and the golden
+ * tests' runners and coverage check (tests/test_golden_ops.c) are all generated from it:
+ * adding an op is one line here, its forward and backward in src/ops/<family>.c, and its
+ * golden runner and cases. */
+#define SF_OPS(X)                                                                                            \
+    /* matmul.c */                                                                                           \
+    X(LINEAR, linear) X(MATMUL, matmul)                                                                      \
+    /* elementwise.c */                                                                                      \
+    X(ADD, add) X(ADD_BROADCAST, add_broadcast) X(MUL_BROADCAST, mul_broadcast) X(SCALE, scale)              \
+    X(GELU, gelu) X(GELU_TANH, gelu_tanh) X(RELU, relu) X(ELU1, elu1) X(DROPOUT, dropout)                    \
+    X(DROP_PATH, drop_path)                                                                                  \
+    /* shape.c */                                                                                            \
+    X(RESHAPE, reshape) X(PERMUTE, permute) X(HEADS_SPLIT, heads_split) X(HEADS_MERGE, heads_merge)          \
+    X(SLICE_TOKENS, slice_tokens) X(CONCAT_TOKENS, concat_tokens) X(MEAN_TOKENS, mean_tokens)                \
+    /* softmax.c */                                                                                          \
+    X(SOFTMAX, softmax)                                                                                      \
+    /* norm.c */                                                                                             \
+    X(LAYERNORM, layernorm) X(BATCHNORM2D, batchnorm2d)                                                      \
+    /* attention.c */                                                                                        \
+    X(L1NORM_TOKENS, l1norm_tokens) X(L2NORM_TOKENS, l2norm_tokens) X(SIMA, sima) X(MSA, msa) X(XCA, xca)    \
+    /* soft.c */                                                                                             \
+    X(GAUSS_KERNEL, gauss_kernel) X(NR_PINV, nr_pinv) X(SOFT_SYMNORM, soft_symnorm)                          \
+    /* conv.c */                                                                                             \
+    X(CONV2D, conv2d) X(AVGPOOL2D, avgpool2d)                                                                \
+    /* loss.c */                                                                                             \
+    X(CROSS_ENTROPY, cross_entropy)
+
+typedef enum sf_op {
+    SF_OP_NONE = 0,
+#define SF_OP_ENUM(ID, name) SF_OP_##ID,
+    SF_OPS(SF_OP_ENUM)
+#undef SF_OP_ENUM
+    SF_OP_COUNT
+} sf_op;
+_Static_assert(SF_OP_COUNT <= SF_MAX_OPS, "raise SF_MAX_OPS in tensor.h");
+
+typedef struct sf_op_info {
+    const char *name;
+    sf_backward_fn backward;
+} sf_op_info;
+
+/* The op table (src/ops/table.c), indexed by sf_op. */
+extern const sf_op_info sf_op_table[SF_OP_COUNT];
+/* The name of op number op ("?" outside the table), e.g. for sf_profile_report. */
+const char *sf_op_name(int op);
+
+/* Records a node of op on the tape with the table's backward (sf_tape_record). */
+sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in);
+
+/* Row-major sgemm on raw pointers: C = alpha * op(A) op(B) + beta * C, with op(A) (M x K),
+ * op(B) (K x N), C (M x N), contiguous (lda/ldb/ldc derived); large products split over the
+ * OpenMP team (src/ops/gemm.c). */
+void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+             const float *B, float beta, float *C);
+
 /* ---- matmul.c (cblas_sgemm) ---- */
 /* y = x W^T + b; x (..., in), w (out, in), b (out) or NULL -> (..., out). */
 sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);

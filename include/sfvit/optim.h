@@ -3,7 +3,20 @@
 #ifndef SFVIT_OPTIM_H
 #define SFVIT_OPTIM_H
 
-#include "sfvit/config.h"
+#include "sfvit/tensor.h"
+
+typedef struct sf_optim_cfg {
+    float lr, weight_decay, beta1, beta2, eps;
+    int scale_lr;             /* lr *= global_batch / scale_lr_base */
+    int scale_lr_base;        /* 512 (DeiT) or 1024 (SOFT) */
+    float clip_grad;          /* global L2 norm; 0 = off */
+    int accum_steps;          /* gradient accumulation */
+    char decay_mask[16];      /* sfvit | official */
+} sf_optim_cfg;
+
+typedef struct sf_sched_cfg {
+    float warmup_epochs, warmup_lr, min_lr;
+} sf_sched_cfg;
 
 /* One AdamW update of every trainable view (decoupled weight decay on views whose decay
  * flag is set under the configured mask). t is the 1-based update count (bias correction). */
@@ -23,5 +36,8 @@ double sf_grad_norm(const sf_params *ps);
 void sf_grad_scale(sf_params *ps, float s);
 /* Returns NULL if every gradient is finite, else the name of the first view with a NaN/Inf. */
 const char *sf_grad_first_nonfinite(const sf_params *ps);
+/* ema <- decay * ema + (1 - decay) * ps->data over every view (timm ModelEmaV2: BatchNorm
+ * statistics included); int64 views (counters) are copied. ema: (ps->total). */
+void sf_params_ema_update(const sf_params *ps, float *ema, float decay);
 
 #endif

@@ -40,9 +40,8 @@ typedef enum sf_dtype {
 #define SF_ST_MAX_DIMS 8
 #define SF_ST_MAX_HEADER ((uint64_t)100 << 20) /* larger headers are rejected as absurd */
 
-/* "F32" etc., and back (-1 for an unknown name). */
+/* "F32" etc., and the bytes of one element (0 for an unknown dtype). */
 const char *sf_dtype_name(sf_dtype dt);
-int sf_dtype_from_name(const char *name);
 size_t sf_dtype_size(sf_dtype dt);
 
 typedef struct sf_st_entry {

@@ -49,77 +49,23 @@ typedef struct sf_arena {
     void *recycled;         /* released chunks (sf_arena_release), reused by exact size */
 } sf_arena;
 
-void sf_arena_init(sf_arena *a, size_t block_size);
 void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
 void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
-void sf_arena_reset(sf_arena *a);
 /* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
  * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */
 void sf_arena_release(sf_arena *a, void *p, size_t bytes);
-void sf_arena_free(sf_arena *a);
 
-/* ---- ops and the tape ---- */
-typedef enum sf_op {
-    SF_OP_NONE = 0,
-    /* matmul.c */
-    SF_OP_LINEAR,
-    SF_OP_MATMUL,
-    /* elementwise.c */
-    SF_OP_ADD,
-    SF_OP_ADD_BROADCAST,
-    SF_OP_MUL_BROADCAST,
-    SF_OP_SCALE,
-    SF_OP_GELU,
-    SF_OP_GELU_TANH,
-    SF_OP_RELU,
-    SF_OP_ELU1,
-    SF_OP_DROPOUT,
-    SF_OP_DROP_PATH,
-    /* shape.c */
-    SF_OP_RESHAPE,
-    SF_OP_PERMUTE,
-    SF_OP_HEADS_SPLIT,
-    SF_OP_HEADS_MERGE,
-    SF_OP_SLICE_TOKENS,
-    SF_OP_CONCAT_TOKENS,
-    SF_OP_MEAN_TOKENS,
-    /* softmax.c */
-    SF_OP_SOFTMAX,
-    /* norm.c */
-    SF_OP_LAYERNORM,
-    SF_OP_BATCHNORM2D,
-    /* attention.c */
-    SF_OP_L1NORM_TOKENS,
-    SF_OP_L2NORM_TOKENS,
-    SF_OP_SIMA,
-    SF_OP_MSA,
-    SF_OP_XCA,
-    /* soft.c */
-    SF_OP_GAUSS_KERNEL,
-    SF_OP_NR_PINV,
-    SF_OP_SOFT_SYMNORM,
-    /* conv.c */
-    SF_OP_CONV2D,
-    SF_OP_AVGPOOL2D,
-    /* loss.c */
-    SF_OP_CROSS_ENTROPY,
-    SF_OP_COUNT
-} sf_op;
-
+/* ---- the tape ----
+ * The engine records nodes and walks them backwards; it knows an op only by its number
+ * (for profiling) and its backward function. The ops themselves, their list and table are
+ * the ops layer's (ops.h, src/ops/). */
 struct sf_ctx;
 struct sf_node;
 typedef void (*sf_backward_fn)(struct sf_ctx *g, struct sf_node *node);
 
-typedef struct sf_op_info {
-    const char *name;
-    sf_backward_fn backward;
-} sf_op_info;
-
-/* The one op table (src/ops/table.c), indexed by sf_op. */
-extern const sf_op_info sf_op_table[SF_OP_COUNT];
-
 typedef struct sf_node {
-    sf_op op;
+    int op;               /* sf_op (ops.h) */
+    sf_backward_fn backward;
     sf_tensor *out;
     sf_tensor *in[SF_MAX_INPUTS];
     int n_in;
@@ -135,6 +81,10 @@ typedef struct sf_ctx {
     int grad_enabled;     /* record the tape (training / gradient checks) */
     int training;         /* dropout, drop-path active; BatchNorm uses batch statistics */
     sf_rng rng;           /* drop-path / dropout masks */
+    /* Sums n doubles over the data-parallel ranks in place, or NULL (one process): BatchNorm
+     * in training mode reduces its batch statistics with it (SyncBatchNorm). Set by the
+     * trainer (sf_dist_batchnorm_hook), so the ops need nothing from the layers above. */
+    void (*sum_over_ranks)(double *buf, int n);
 } sf_ctx;
 
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);
@@ -149,9 +99,8 @@ sf_tensor *sf_tensor_new1(sf_ctx *g, int d0);
 sf_tensor *sf_tensor_new2(sf_ctx *g, int d0, int d1);
 sf_tensor *sf_tensor_new3(sf_ctx *g, int d0, int d1, int d2);
 sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3);
-/* Same shape as t, uninitialized / zeroed. */
+/* Same shape as t, uninitialized. */
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
-sf_tensor *sf_tensor_zeros_like(sf_ctx *g, const sf_tensor *t);
 /* Release an activation's data when no backward reads it (e.g. the fused qkv output once it
  * is split into heads); t->data becomes NULL, its shape and gradient stay. */
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t);
@@ -161,11 +110,19 @@ float *sf_grad(sf_ctx *g, sf_tensor *t);
 const char *sf_shape_str(const sf_tensor *t, char *buf, size_t n);
 int sf_same_shape(const sf_tensor *a, const sf_tensor *b);
 
+/* For an op's backward that writes every element of t's gradient: *accumulate = 0 when the
+ * buffer is new and uninitialized (write with = / sgemm beta 0), 1 when it already holds
+ * gradient (+= / beta 1). Ops that write only part of a gradient use sf_grad() (zeroed). */
+float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate);
+
 /* Whether an op with these inputs must record a node. */
 int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in);
-/* Push a node; out->requires_grad is set. Returns the node so the op can fill
- * saved/iarg/farg. Call only when sf_needs_grad() said so. */
-sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in);
+/* Records a node of op number `op` (< SF_MAX_OPS) whose backward is `backward`;
+ * out->requires_grad is set. Returns the node so the op can fill saved/iarg/farg. Call only
+ * when sf_needs_grad() said so; ops call it through sf_tape_push (ops.h). */
+#define SF_MAX_OPS 64
+sf_node *sf_tape_record(sf_ctx *g, int op, sf_backward_fn backward, sf_tensor *out, sf_tensor *const *in,
+                        int n_in);
 
 /* Reverse-mode pass from a scalar (numel 1) loss: seeds dloss = 1 and runs every node's
  * backward in reverse order. */
@@ -175,9 +132,10 @@ void sf_backward(sf_ctx *g, sf_tensor *loss);
 void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed);
 
 /* Per-op timing when the environment sets SFVIT_PROFILE=1: sf_profile_mark() starts the
- * clock before a forward; sf_profile_report() prints forward and backward ms per op. */
+ * clock before a forward; sf_profile_report() prints forward and backward ms per op, named
+ * by op_name (sf_op_name of ops.h). */
 void sf_profile_mark(void);
-void sf_profile_report(FILE *f);
+void sf_profile_report(FILE *f, const char *(*op_name)(int op));
 
 /* ---- parameter store ---- */
 enum {

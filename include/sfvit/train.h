@@ -18,6 +18,7 @@ typedef struct sf_train_result {
     long steps_done;
     long diverged_step;     /* step of the NaN/Inf, or -1 */
     float final_top1, best_top1, final_top5;
+    float ema_top1;         /* last evaluation of the EMA weights (train.ema_decay > 0) */
     double seconds;
     char run_dir[SF_PATH_MAX];
 } sf_train_result;
@@ -46,6 +47,7 @@ int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *
 int sf_cmd_train(int argc, char **argv);
 int sf_cmd_eval(int argc, char **argv);
 int sf_cmd_info(int argc, char **argv);
+int sf_cmd_config(int argc, char **argv);
 int sf_cmd_dump(int argc, char **argv);
 int sf_cmd_viz(int argc, char **argv);
 int sf_cmd_convert(int argc, char **argv);

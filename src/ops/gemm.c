@@ -24,15 +24,6 @@
 /* Below this many multiply-adds one thread is faster than waking the team. */
 #define GEMM_SPLIT_MIN_MACS (1 << 20)
 
-int sf_gemm_split_enabled(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("SFVIT_GEMM");
-        mode = !(e && !strcmp(e, "openblas"));
-    }
-    return mode;
-}
-
 static void gemm_one(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

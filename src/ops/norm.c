@@ -1,8 +1,8 @@
 /* norm.c — LayerNorm over the last dim and BatchNorm2d (train and eval), each with its
  * hand-written backward. Derivations: docs/math/soft_conv_norm.md#layernorm and #batchnorm.
  *
- * BatchNorm under MPI (train/dist.c, train.bn_sync): when the sf_batchnorm_allreduce hook is
- * set, the per-channel sums of the forward (Σx, Σ(x − μ)², the count) and of the backward
+ * BatchNorm under MPI (train/dist.c, train.bn_sync): when the context's sum_over_ranks hook
+ * is set, the per-channel sums of the forward (Σx, Σ(x − μ)², the count) and of the backward
  * (Σĝ, Σĝ⊙x̂) are summed over the ranks, i.e. SyncBatchNorm; dγ and dβ stay per rank (the
  * gradient all-reduce averages them). Unset, every sum is this process's own.
  *
@@ -13,7 +13,6 @@
  * width (BatchNorm2d input is (B, C, H, W)).
  */
 #include "ops_internal.h"
-#include "sfvit/dist.h"
 
 #include <math.h>
 #include <string.h>
@@ -173,7 +172,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
      * the SyncBatchNorm hook when it is set. */
     double *sum = NULL, *sq = NULL;  // (C + 1) Σx and the count; (C) Σ(x − μ)²
     double Mg = (double)M;           // values per channel over every rank
-    sf_batchnorm_allreduce_fn sync = train ? sf_batchnorm_allreduce : NULL;
+    void (*sync)(double *, int) = train ? g->sum_over_ranks : NULL;
     if (train) {
         sum = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));
         sq = sum + C + 1;
@@ -254,7 +253,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
 void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const batchnorm_saved *sv = node->saved;
-    const int train = node->iarg[0], synced = node->iarg[1] && sf_batchnorm_allreduce;
+    const int train = node->iarg[0], synced = node->iarg[1] && g->sum_over_ranks;
     const int B = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
     float M = (float)((size_t)B * HW);
     const float *G = node->out->grad;  // (B, C, H, W)
@@ -284,7 +283,7 @@ void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
     if (!dx) return;
     if (train && synced) {
         sums[2 * C] = M;
-        sf_batchnorm_allreduce(sums, 2 * C + 1);
+        g->sum_over_ranks(sums, 2 * C + 1);
         M = (float)sums[2 * C];
     }
 #pragma omp parallel for if (x->numel > 32768)

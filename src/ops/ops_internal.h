@@ -28,54 +28,10 @@ static inline int sf_thread_slot(void) {
 #endif
 }
 
-#define SF_DECL_BACKWARD(name) void sf_##name##_backward(sf_ctx *g, sf_node *node)
-SF_DECL_BACKWARD(linear);
-SF_DECL_BACKWARD(matmul);
-SF_DECL_BACKWARD(add);
-SF_DECL_BACKWARD(add_broadcast);
-SF_DECL_BACKWARD(mul_broadcast);
-SF_DECL_BACKWARD(scale);
-SF_DECL_BACKWARD(gelu);
-SF_DECL_BACKWARD(gelu_tanh);
-SF_DECL_BACKWARD(relu);
-SF_DECL_BACKWARD(elu1);
-SF_DECL_BACKWARD(dropout);
-SF_DECL_BACKWARD(drop_path);
-SF_DECL_BACKWARD(reshape);
-SF_DECL_BACKWARD(permute);
-SF_DECL_BACKWARD(heads_split);
-SF_DECL_BACKWARD(heads_merge);
-SF_DECL_BACKWARD(slice_tokens);
-SF_DECL_BACKWARD(concat_tokens);
-SF_DECL_BACKWARD(mean_tokens);
-SF_DECL_BACKWARD(softmax);
-SF_DECL_BACKWARD(layernorm);
-SF_DECL_BACKWARD(batchnorm2d);
-SF_DECL_BACKWARD(l1norm_tokens);
-SF_DECL_BACKWARD(l2norm_tokens);
-SF_DECL_BACKWARD(sima);
-SF_DECL_BACKWARD(msa);
-SF_DECL_BACKWARD(xca);
-SF_DECL_BACKWARD(gauss_kernel);
-SF_DECL_BACKWARD(nr_pinv);
-SF_DECL_BACKWARD(soft_symnorm);
-SF_DECL_BACKWARD(conv2d);
-SF_DECL_BACKWARD(avgpool2d);
-SF_DECL_BACKWARD(cross_entropy);
-
-/* The gradient buffer of t for a backward that writes all of it: *accumulate = 0 when the
- * buffer is new and uninitialized (write with = / sgemm beta 0), 1 when it already holds
- * gradient (+= / beta 1). Ops that write only part of a gradient use sf_grad() (zeroed). */
-float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate);
-
-/* Row-major sgemm on raw pointers: C = alpha * op(A) op(B) + beta * C, with
- * op(A) (M x K), op(B) (K x N), C (M x N), contiguous (lda/ldb/ldc derived). */
-void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-             const float *B, float beta, float *C);
-
-/* 1 unless SFVIT_GEMM=openblas: large products split over the OpenMP team, OpenBLAS itself
- * single-threaded (gemm.c). */
-int sf_gemm_split_enabled(void);
+/* Every op's backward, declared from the op list (ops.h). */
+#define SF_DECL_BACKWARD(ID, name) void sf_##name##_backward(sf_ctx *g, sf_node *node);
+SF_OPS(SF_DECL_BACKWARD)
+#undef SF_DECL_BACKWARD
 
 /* Teeth for gradient checks: SFVIT_BREAK_BACKWARD=<op name> makes that op's backward
  * deliberately wrong (ops that support it check sf_break_backward("name")), so a user
@@ -94,8 +50,10 @@ void sf_conv2d_set_direct(int enabled);
 /* exp(x): x = n ln2 + r (Cody–Waite split of ln 2, |r| <= ln2/2), exp(r) by its degree-7
  * Taylor polynomial (truncation < 3e-9), 2^n assembled in the exponent bits. Relative error
  * < 2e-7 on [-87, 88]; arguments are clamped to that range (no infinities, no denormals). */
-static inline __attribute__((always_inline)) float sf_fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+static inline __attribute__((always_inline)) float sf_fast_expf(float x0) {
+    /* NaN is clamped too (to -87), so the exponent below is always a small integer (a NaN
+     * cast to int is undefined), and restored at the end: NaN in, NaN out, for the NaN stop. */
+    float x = x0 > -87.0f ? (x0 < 88.0f ? x0 : 88.0f) : -87.0f;
     /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22 */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
@@ -109,7 +67,7 @@ static inline __attribute__((always_inline)) float sf_fast_expf(float x) {
     p = p * r + 1.0f;
     union { int32_t i; float f; } s;
     s.i = ((int32_t)n + 127) << 23;
-    return p * s.f;
+    return x0 == x0 ? p * s.f : x0;
 }
 
 /* erf(x), absolute error < 3e-7: |x| < 1 by the odd rational minimax form x P(x^2) / Q(x^2)

@@ -158,6 +158,14 @@ static float norm1(const float *X, int M) {
     return best;
 }
 
+/* A matrix with no usable scale (NaN/Inf entries, or all zero after an underflow of the
+ * kernel): Y is NaN, so the NaN reaches the loss and the trainer's NaN stop names the step,
+ * instead of an assertion ending the process. Returns the NaN residual. */
+static float nr_nan(float *Y, size_t MM) {
+    for (size_t i = 0; i < MM; i++) Y[i] = NAN;
+    return NAN;
+}
+
 /* Y = NR_iters(A) for one (M, M) matrix; returns ‖P Y P − P‖_F / ‖P‖_F. */
 static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init, nr_scratch s) {
     const size_t MM = (size_t)M * M;
@@ -171,7 +179,7 @@ static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init,
             for (int j = 0; j < M; j++) r += A[(size_t)i * M + j];
             if (r > rmax) rmax = r;
         }
-        SF_ASSERT(rmax > 0, "nr_pinv: max row sum %g <= 0: not a kernel matrix", rmax);
+        if (!(rmax > 0) || !isfinite(rmax)) return nr_nan(Y, MM);
         alpha = 0.9f * 2.0f / (rmax * rmax);
         for (int i = 0; i < M; i++) s.P[(size_t)i * M + i] += 0.01f;
     } else {
@@ -181,7 +189,7 @@ static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init,
          * 10, the published code's cap. That is why this variant needs more
          * iterations than the master one. */
         float n1 = norm1(A, M);
-        SF_ASSERT(n1 > 0, "nr_pinv: zero matrix");
+        if (!(n1 > 0) || !isfinite(n1)) return nr_nan(Y, MM);
         alpha = 2.0f / (n1 * n1);
         sf_gemm(0, 0, M, M, M, 1.0f, A, A, 0.0f, s.T);  // A²
         for (int halvings = 0; halvings < 10; halvings++) {
@@ -216,7 +224,7 @@ static float nr_one(float *Y, const float *A, int M, int iters, sf_nr_init init,
         num += d * d;
         den += (double)s.P[i] * s.P[i];
     }
-    return den > 0 ? (float)sqrt(num / den) : 0.0f;
+    return den > 0 ? (float)sqrt(num / den) : NAN; /* NaN entries make den NaN: report them */
 }
 
 /* Whether residual r replaces the worst so far: a NaN wins and stays, so the log shows it. */
@@ -304,8 +312,9 @@ sf_tensor *sf_soft_symnorm(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init) 
         const float *row = a->data + (size_t)r * M;
         float d = 0;
         for (int j = 0; j < M; j++) d += row[j];
-        SF_ASSERT(d > 0, "soft_symnorm: row %d of A sums to %g; need positive degrees", r, d);
-        u[r] = 1.0f / sqrtf(d);
+        /* a degree that is not positive (NaN input, or an all-zero row) gives NaN rows, which
+         * the trainer's NaN stop reports, rather than an assertion */
+        u[r] = d > 0 ? 1.0f / sqrtf(d) : NAN;
     }
 #pragma omp parallel for if (count * MM > 32768)
     for (int r = 0; r < count * M; r++) {

@@ -1,5 +1,8 @@
 /* config.c — YAML configs: one key table drives parsing, validation, overrides, the boxed
  * printout, the YAML writer and the reference in docs/configs.md (include/sfvit/config.h).
+ * Here: the table, the defaults, parsing of files and overrides. Output (the YAML writer,
+ * the boxed table, the docs table, diffs) is in config_print.c, the checks across keys in
+ * config_check.c.
  *
  * A file is a mapping of sections (model, data, aug, optim, sched, train) to mappings of
  * keys, plus an optional `base:` path (relative to the file) loaded first. model.name is
@@ -12,7 +15,7 @@
  * closest known key suggested. Never a default substituted for a bad value.
  * Deliberately not here: anchors across files, environment-variable expansion.
  */
-#include "sfvit/config.h"
+#include "config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -31,26 +34,6 @@ _Static_assert(sizeof(sf_family) == sizeof(int) && sizeof(sf_attn_kind) == sizeo
                sizeof(sf_attn_norm) == sizeof(int) && sizeof(sf_sima_order) == sizeof(int) &&
                sizeof(sf_act) == sizeof(int), "enum fields are read and written as int");
 
-typedef enum ktype {
-    K_INT, K_U64, K_FLOAT, K_BOOL, K_STR, K_ENUM, K_SENUM, K_NAME,
-    K_INT_LIST, K_FLOAT_LIST, K_ENUM_LIST
-} ktype;
-
-/* How a list's length is kept: in an int field (counted), as the number of leading
- * non-zero entries (zero-padded), or fixed (a single value is repeated). */
-typedef enum lmode { L_NONE = 0, L_COUNTED, L_ZEROPAD, L_FIXED } lmode;
-
-typedef struct key_def {
-    const char *key;
-    ktype type;
-    size_t off;
-    size_t size;              /* strings: buffer bytes; lists: capacity */
-    lmode lm;
-    size_t count_off;         /* L_COUNTED: offset of the int count */
-    double min, max;
-    const char *const *names; /* enum names (index = value) or allowed strings; NULL-ended */
-    const char *help;
-} key_def;
 
 static const char *const families[] = {"vit", "xcit", "soft", NULL};
 static const char *const attn_kinds[] = {"msa", "xca", "sima", "soft", NULL};
@@ -67,7 +50,7 @@ static const char *const decay_masks[] = {"sfvit", "official", NULL};
 #define CAP(f, T) (SZ(f) / sizeof(T))
 #define BIG 1e9
 
-static const key_def keys[] = {
+const key_def config_keys[] = {
     /* model */
     {"model.name", K_NAME, OFF(model.name), SZ(model.name), 0, 0, 0, 0, NULL,
      "named model (deit_tiny, deit_small, xcit_*, soft_*) or \"\" for the custom ViT; sets every model key first"},
@@ -113,6 +96,8 @@ static const key_def keys[] = {
     {"data.val_split", K_STR, OFF(data.val_split), SZ(data.val_split), 0, 0, 0, 0, NULL, "validation subfolder"},
     {"data.workers", K_INT, OFF(data.workers), 0, 0, 0, 1, 256, NULL, "loader threads"},
     {"data.prefetch", K_INT, OFF(data.prefetch), 0, 0, 0, 1, 256, NULL, "batches prepared ahead"},
+    {"data.repeated_aug", K_INT, OFF(data.repeated_aug), 0, 0, 0, 1, 16, NULL,
+     "repeated augmentation: each training image k times per epoch, as DeiT's RASampler (DeiT: 3; 1 = off)"},
     /* aug */
     {"aug.rrc", K_BOOL, OFF(aug.rrc), 0, 0, 0, 0, 1, NULL, "RandomResizedCrop (false: plain resize)"},
     {"aug.scale_min", K_FLOAT, OFF(aug.scale_min), 0, 0, 0, 0.001, 1, NULL, "RRC area fraction, lower"},
@@ -168,53 +153,32 @@ static const key_def keys[] = {
      "fraction of the train set used (smoke runs)"},
     {"train.bn_sync", K_BOOL, OFF(train.bn_sync), 0, 0, 0, 0, 1, NULL,
      "under mpirun: BatchNorm statistics over the global batch (true) or per rank (false)"},
+    {"train.ema_decay", K_FLOAT, OFF(train.ema_decay), 0, 0, 0, 0, 0.9999999, NULL,
+     "EMA of the weights after every update, evaluated and saved as ema.safetensors (DeiT: 0.99996; 0 = off)"},
 };
-#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
 
 static const char *const sections[] = {"model", "data", "aug", "optim", "sched", "train", NULL};
 
 static const key_def *key_find(const char *k) {
-    for (int i = 0; i < N_KEYS; i++)
-        if (strcmp(keys[i].key, k) == 0) return &keys[i];
+    for (int i = 0; i < config_n_keys; i++)
+        if (strcmp(config_keys[i].key, k) == 0) return &config_keys[i];
     return NULL;
 }
 
 /* ---- defaults ---- */
 
-static void model_custom_defaults(sf_model_cfg *m) {
-    memset(m, 0, sizeof(*m));
-    m->family = SF_FAMILY_VIT;
-    m->img_size = 224;
-    m->in_chans = 3;
-    m->num_classes = 1000;
-    m->patch_size = 16;
-    m->embed_dim = 192;
-    m->depth = 12;
-    m->num_heads = 3;
-    m->mlp_ratio = 4.0f;
-    m->num_stages = 4; /* SOFT pyramids; unused by ViT/XCiT */
-    m->nr_iters = 20;
-    m->nr_init = SF_NR_MASTER;
-    m->attn = SF_ATTN_MSA;
-    m->attn_norm = SF_NORM_L1;
-    m->sima_order = SF_SIMA_AUTO;
-    m->act = SF_ACT_GELU;
-    m->lpi = 1;
-    m->layer_scale_init = 1.0f;
-    m->cls_attn_layers = 2;
-    m->drop_path_rate = 0.1f;
-    m->drop_rate = 0.0f;
-}
 
 void sf_config_defaults(sf_config *cfg) {
     /* Zeroed first so unused string bytes compare equal (round-trip tests use memcmp). */
     memset(cfg, 0, sizeof(*cfg));
-    model_custom_defaults(&cfg->model);
+    sf_model_defaults(&cfg->model, ""); /* the custom small ViT */
     sf_data_cfg *d = &cfg->data;
     strcpy(d->train_split, "train");
     strcpy(d->val_split, "val");
     d->workers = 2;
     d->prefetch = 4;
+    d->repeated_aug = 1;
     /* DeiT recipe (timm train.py arguments used by facebookresearch/deit). */
     sf_aug_cfg *a = &cfg->aug;
     a->rrc = 1;
@@ -307,7 +271,7 @@ static const char *type_word(ktype t) {
     }
 }
 
-static void fmt_range(char *buf, size_t n, double v) {
+void config_fmt_range(char *buf, size_t n, double v) {
     if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
     else snprintf(buf, n, "%g", v);
 }
@@ -315,11 +279,11 @@ static void fmt_range(char *buf, size_t n, double v) {
 static int check_range(const key_def *k, double v, const char *where) {
     char b[64];
     if (v < k->min) {
-        fmt_range(b, sizeof b, k->min);
+        config_fmt_range(b, sizeof b, k->min);
         return fmt_err(where, k->key, "value is out of range: must be >= %s", b);
     }
     if (v > k->max) {
-        fmt_range(b, sizeof b, k->max);
+        config_fmt_range(b, sizeof b, k->max);
         return fmt_err(where, k->key, "value is out of range: must be <= %s", b);
     }
     return 0;
@@ -395,7 +359,7 @@ static int set_model_name(sf_config *cfg, const key_def *k, const sval *v, const
     if (strlen(name) >= k->size) return fmt_err(where, k->key, "name too long: '%s'", name);
     sf_model_cfg m;
     if (!name[0]) {
-        model_custom_defaults(&m);
+        sf_model_defaults(&m, "");
     } else {
         int known = 0;
         const char *const *names = sf_model_names;
@@ -502,12 +466,12 @@ static const char *suggest(const char *key) {
     int best_d = 1000;
     const char *leaf = strrchr(key, '.');
     leaf = leaf ? leaf + 1 : key;
-    for (int i = 0; i < N_KEYS; i++) {
-        int d = levenshtein(key, keys[i].key);
-        const char *kl = strrchr(keys[i].key, '.') + 1;
+    for (int i = 0; i < config_n_keys; i++) {
+        int d = levenshtein(key, config_keys[i].key);
+        const char *kl = strrchr(config_keys[i].key, '.') + 1;
         int dl = levenshtein(leaf, kl) + 1; /* right name, wrong section */
         if (dl < d) d = dl;
-        if (d < best_d) best_d = d, best = keys[i].key;
+        if (d < best_d) best_d = d, best = config_keys[i].key;
     }
     if (!strchr(key, '.'))
         for (int i = 0; sections[i]; i++)
@@ -813,271 +777,4 @@ int sf_config_load(sf_config *cfg, const char *path, int n_overrides, char *cons
             if (is_name == (pass == 0) && apply_override(cfg, overrides[i])) return -1;
         }
     return 0;
-}
-
-/* ---- formatting (writer, printout, docs, diff) ---- */
-
-static void fmt_float(char *buf, size_t n, float x) {
-    /* The shortest of %.6g .. %.9g that reads back to the same float (%.9g always does). */
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, n, "%.*g", prec, (double)x);
-        if (strtof(buf, NULL) == x) break;
-    }
-    /* Keep it a YAML float to the eye: "1" -> "1.0". */
-    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
-}
-
-static void yaml_quote(char *out, size_t n, const char *s) {
-    size_t j = 0;
-    if (n < 3) return;
-    out[j++] = '"';
-    for (; *s && j + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') out[j++] = '\\', out[j++] = (char)c;
-        else if (c < 0x20) j += (size_t)snprintf(out + j, n - j, "\\x%02x", c);
-        else out[j++] = (char)c;
-    }
-    out[j++] = '"';
-    out[j] = 0;
-}
-
-/* The value of key k as text; quote: YAML-quote strings. */
-static void fmt_value(const sf_config *cfg, const key_def *k, char *buf, size_t n, int quote) {
-    const char *p = (const char *)cfg + k->off;
-    char tmp[64];
-    buf[0] = 0;
-    switch (k->type) {
-    case K_INT: snprintf(buf, n, "%d", *(const int *)p); break;
-    case K_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case K_FLOAT: fmt_float(buf, n, *(const float *)p); break;
-    case K_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); break;
-    case K_ENUM: {
-        int e = *(const int *)p, cnt = 0;
-        while (k->names[cnt]) cnt++;
-        snprintf(buf, n, "%s", e >= 0 && e < cnt ? k->names[e] : "?");
-        break;
-    }
-    case K_STR: case K_SENUM: case K_NAME:
-        if (quote) yaml_quote(buf, n, p);
-        else snprintf(buf, n, "%s", p);
-        break;
-    case K_INT_LIST: case K_FLOAT_LIST: case K_ENUM_LIST: {
-        size_t cnt = k->size;
-        if (k->lm == L_COUNTED) cnt = (size_t) * (const int *)((const char *)cfg + k->count_off);
-        if (k->lm == L_ZEROPAD) {
-            cnt = 0;
-            while (cnt < k->size && ((const int *)p)[cnt] != 0) cnt++;
-        }
-        if (cnt > k->size) cnt = k->size;
-        size_t used = (size_t)snprintf(buf, n, "[");
-        for (size_t i = 0; i < cnt && used < n; i++) {
-            if (k->type == K_FLOAT_LIST) fmt_float(tmp, sizeof tmp, ((const float *)p)[i]);
-            else if (k->type == K_INT_LIST) snprintf(tmp, sizeof tmp, "%d", ((const int *)p)[i]);
-            else snprintf(tmp, sizeof tmp, "%s", k->names[((const int *)p)[i]]);
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", tmp);
-        }
-        if (used < n) snprintf(buf + used, n - used, "]");
-        break;
-    }
-    }
-}
-
-int sf_config_write(const sf_config *cfg, const char *path) {
-    size_t plen = strlen(path) + 32;
-    char *tmp = sf_malloc(plen);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int e = errno;
-        free(tmp);
-        return sf_error("%s: cannot write config: %s", path, strerror(e));
-    }
-    fprintf(f, "# sfvit resolved config: every key, loads back to the same settings.\n");
-    const char *cur = "";
-    char buf[4 * SF_PATH_MAX];
-    for (int i = 0; i < N_KEYS; i++) {
-        const key_def *k = &keys[i];
-        const char *dot = strchr(k->key, '.');
-        size_t sl = (size_t)(dot - k->key);
-        if (strlen(cur) != sl || strncmp(cur, k->key, sl) != 0) {
-            fprintf(f, "%.*s:\n", (int)sl, k->key);
-            cur = k->key;
-        }
-        fmt_value(cfg, k, buf, sizeof buf, 1);
-        fprintf(f, "  %s: %s\n", dot + 1, buf);
-    }
-    int rc = 0;
-    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
-    int e = errno;
-    if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
-    if (rc) {
-        unlink(tmp);
-        sf_error("%s: cannot write config: %s", path, strerror(e));
-    }
-    free(tmp);
-    return rc;
-}
-
-static void rule(FILE *f, int w1, int w2) {
-    fputc('+', f);
-    for (int i = 0; i < w1 + 2; i++) fputc('-', f);
-    fputc('+', f);
-    for (int i = 0; i < w2 + 2; i++) fputc('-', f);
-    fputs("+\n", f);
-}
-
-void sf_config_print(const sf_config *cfg, FILE *f) {
-    enum { VMAX = 60 };
-    char buf[4 * SF_PATH_MAX];
-    int w1 = 3, w2 = 5;
-    for (int i = 0; i < N_KEYS; i++) {
-        fmt_value(cfg, &keys[i], buf, sizeof buf, 0);
-        int l1 = (int)strlen(keys[i].key), l2 = (int)strlen(buf);
-        if (l1 > w1) w1 = l1;
-        if (l2 > w2) w2 = l2 > VMAX ? VMAX : l2;
-    }
-    rule(f, w1, w2);
-    fprintf(f, "| %-*s | %-*s |\n", w1, "key", w2, "value");
-    rule(f, w1, w2);
-    const char *cur = "";
-    for (int i = 0; i < N_KEYS; i++) {
-        const char *dot = strchr(keys[i].key, '.');
-        size_t sl = (size_t)(dot - keys[i].key);
-        if (i && (strlen(cur) < sl || strncmp(cur, keys[i].key, sl + 1) != 0)) rule(f, w1, w2);
-        cur = keys[i].key;
-        fmt_value(cfg, &keys[i], buf, sizeof buf, 0);
-        if ((int)strlen(buf) > w2) strcpy(buf + w2 - 3, "...");
-        fprintf(f, "| %-*s | %-*s |\n", w1, keys[i].key, w2, buf);
-    }
-    rule(f, w1, w2);
-}
-
-static const char *type_name(const key_def *k) {
-    switch (k->type) {
-    case K_INT: return "int";
-    case K_U64: return "uint64";
-    case K_FLOAT: return "float";
-    case K_BOOL: return "bool";
-    case K_STR: case K_NAME: return "string";
-    case K_ENUM: case K_SENUM: return "enum";
-    case K_INT_LIST: return "int list";
-    case K_FLOAT_LIST: return "float list";
-    case K_ENUM_LIST: return "enum list";
-    }
-    return "?";
-}
-
-void sf_config_doc(FILE *f) {
-    sf_config d;
-    sf_config_defaults(&d);
-    char buf[4 * SF_PATH_MAX], a[64], b[64];
-    fprintf(f, "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < N_KEYS; i++) {
-        const key_def *k = &keys[i];
-        fmt_value(&d, k, buf, sizeof buf, 1);
-        char allowed[256] = "";
-        if (k->names) {
-            for (int j = 0; k->names[j]; j++) {
-                strncat(allowed, j ? " \\| " : "", sizeof allowed - strlen(allowed) - 1);
-                strncat(allowed, k->names[j], sizeof allowed - strlen(allowed) - 1);
-            }
-        } else if (k->type == K_INT || k->type == K_FLOAT || k->type == K_INT_LIST || k->type == K_FLOAT_LIST) {
-            fmt_range(a, sizeof a, k->min);
-            fmt_range(b, sizeof b, k->max);
-            snprintf(allowed, sizeof allowed, "%s .. %s", a, b);
-        } else if (k->type == K_STR || k->type == K_NAME) {
-            snprintf(allowed, sizeof allowed, "< %zu chars", k->size);
-        }
-        const char *len = "";
-        if (k->lm == L_FIXED) len = " (3 values)";
-        else if (k->type >= K_INT_LIST) snprintf(a, sizeof a, " (<= %zu values)", k->size), len = a;
-        fprintf(f, "| `%s` | %s%s | `%s` | %s | %s |\n", k->key, type_name(k), len, buf, allowed, k->help);
-    }
-}
-
-int sf_config_diff(const sf_config *a, const sf_config *b, FILE *f) {
-    char va[4 * SF_PATH_MAX], vb[4 * SF_PATH_MAX];
-    int n = 0;
-    for (int i = 0; i < N_KEYS; i++) {
-        fmt_value(a, &keys[i], va, sizeof va, 1);
-        fmt_value(b, &keys[i], vb, sizeof vb, 1);
-        if (strcmp(va, vb) != 0) {
-            n++;
-            if (f) fprintf(f, "  %s: %s -> %s\n", keys[i].key, va, vb);
-        }
-    }
-    return n;
-}
-
-/* ---- cross-field checks ---- */
-
-int sf_config_validate(const sf_config *cfg) {
-    const char *file = cfg->path[0] ? cfg->path : "config";
-    const sf_model_cfg *m = &cfg->model;
-    int bad = 0;
-#define FAIL(key, ...) (bad = 1, fmt_err(file, key, __VA_ARGS__))
-    if (m->in_chans != 1 && m->in_chans != 3) FAIL("model.in_chans", "must be 1 or 3, got %d", m->in_chans);
-    int blocks = m->depth;
-    if (m->family == SF_FAMILY_SOFT) {
-        blocks = 0;
-        if (m->num_stages < 1 || m->num_stages > 4)
-            FAIL("model.num_stages", "SOFT needs 1 to 4 stages, got %d", m->num_stages);
-        for (int s = 0; s < m->num_stages && s < 4; s++) {
-            if (m->embed_dims[s] <= 0 || m->depths[s] <= 0 || m->stage_heads[s] <= 0) {
-                FAIL("model.depths", "model.embed_dims, model.depths and model.stage_heads need %d values "
-                     "each (model.num_stages)", m->num_stages);
-                break;
-            }
-            if (m->embed_dims[s] % m->stage_heads[s] != 0)
-                FAIL("model.embed_dims", "stage %d: width %d is not divisible by its %d heads", s + 1,
-                     m->embed_dims[s], m->stage_heads[s]);
-            blocks += m->depths[s];
-        }
-        for (int s = m->num_stages; s < 4; s++)
-            if (m->embed_dims[s] != 0 || m->depths[s] != 0 || m->stage_heads[s] != 0) {
-                FAIL("model.depths", "model.embed_dims, model.depths or model.stage_heads has more values "
-                     "than model.num_stages %d", m->num_stages);
-                break;
-            }
-        if (m->img_size % 32 != 0)
-            FAIL("model.img_size", "SOFT downsamples by 32: %d is not a multiple of 32", m->img_size);
-    } else {
-        if (m->embed_dim % m->num_heads != 0)
-            FAIL("model.embed_dim", "%d is not divisible by model.num_heads %d", m->embed_dim, m->num_heads);
-        if (m->img_size % m->patch_size != 0)
-            FAIL("model.img_size", "%d is not a multiple of model.patch_size %d", m->img_size, m->patch_size);
-        if (m->family == SF_FAMILY_XCIT && m->patch_size != 8 && m->patch_size != 16)
-            FAIL("model.patch_size", "XCiT's convolutional patch embedding supports 8 or 16, got %d", m->patch_size);
-    }
-    if (m->n_block_attn != 0 && m->n_block_attn != blocks)
-        FAIL("model.block_attn", "%d kinds given for %d blocks", m->n_block_attn, blocks);
-    if (m->attn == SF_ATTN_SIMA && m->attn_norm == SF_NORM_SYMMETRIC)
-        FAIL("model.attn_norm", "sima takes l1, l2 or none, not symmetric");
-    if (m->attn == SF_ATTN_SOFT && (m->attn_norm == SF_NORM_L1 || m->attn_norm == SF_NORM_L2))
-        FAIL("model.attn_norm", "soft takes none (SOFT) or symmetric (SOFT++)");
-    if (m->attn == SF_ATTN_SOFT && m->family != SF_FAMILY_SOFT)
-        FAIL("model.attn", "soft attention needs a SOFT model (model.name soft_*)");
-    if (m->family == SF_FAMILY_SOFT && (m->attn == SF_ATTN_XCA))
-        FAIL("model.attn", "xca needs an XCiT model");
-    const sf_aug_cfg *a = &cfg->aug;
-    if (a->scale_min > a->scale_max)
-        FAIL("aug.scale_min", "%g is larger than aug.scale_max %g", (double)a->scale_min, (double)a->scale_max);
-    if (a->ratio_min > a->ratio_max)
-        FAIL("aug.ratio_min", "%g is larger than aug.ratio_max %g", (double)a->ratio_min, (double)a->ratio_max);
-    if (a->randaugment[0] && strncmp(a->randaugment, "rand", 4) != 0)
-        FAIL("aug.randaugment", "'%s' is not a RandAugment string like rand-m9-mstd0.5-inc1 (\"\" = off)",
-             a->randaugment);
-    int mixing = (a->mixup > 0 || a->cutmix > 0) && a->mixup_prob > 0;
-    if (mixing && cfg->train.batch_size % 2 != 0)
-        FAIL("train.batch_size", "mixup/cutmix pair samples: the batch size must be even, got %d",
-             cfg->train.batch_size);
-    if (cfg->sched.warmup_epochs >= (float)cfg->train.epochs)
-        FAIL("sched.warmup_epochs", "%g must be less than train.epochs %d", (double)cfg->sched.warmup_epochs,
-             cfg->train.epochs);
-    if (!cfg->train.name[0] || strchr(cfg->train.name, '/'))
-        FAIL("train.name", "'%s' must be a non-empty folder name without '/'", cfg->train.name);
-    if (!cfg->train.out[0]) FAIL("train.out", "must not be empty");
-#undef FAIL
-    return bad ? -1 : 0;
 }
