@@ -108,6 +108,25 @@ static __attribute__((unused)) double gc_project(const sf_tensor *out, const flo
     return s;
 }
 
+/* The analytic side: builds the graph, draws the projection R (returned, caller frees),
+ * fills each input's grad with d(sum out * R)/d(input), then leaves the context reset and
+ * without a tape for the finite-difference forwards. */
+static __attribute__((unused)) float *gc_analytic(sf_ctx *g, gc_build_fn build, void *user, sf_tensor **in, int n_in,
+                                                  sf_rng *pick) {
+    sf_tensor *out = build(g, in, user);
+    float *R = malloc(out->numel * sizeof(float));
+    for (size_t i = 0; i < out->numel; i++) R[i] = sf_rng_uniform(pick) * 2.0f - 1.0f;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->requires_grad) {
+            free(in[i]->grad);
+            in[i]->grad = calloc(in[i]->numel, sizeof(float));
+        }
+    sf_backward_seeded(g, out, R);
+    sf_ctx_reset(g);
+    g->grad_enabled = 0;
+    return R;
+}
+
 /* Returns the worst relative error over the inputs that require grad (and prints it). */
 static __attribute__((unused)) double gradcheck(const char *name, gc_build_fn build, void *user, sf_tensor **in, int n_in,
                         gc_opts o) {
@@ -120,20 +139,9 @@ static __attribute__((unused)) double gradcheck(const char *name, gc_build_fn bu
     sf_rng rng_saved = g.rng, pick;
     sf_rng_seed(&pick, 1234);
 
-    /* analytic */
-    sf_tensor *out = build(&g, in, user);
-    float *R = malloc(out->numel * sizeof(float));
-    for (size_t i = 0; i < out->numel; i++) R[i] = sf_rng_uniform(&pick) * 2.0f - 1.0f;
-    for (int i = 0; i < n_in; i++)
-        if (in[i]->requires_grad) {
-            free(in[i]->grad);
-            in[i]->grad = calloc(in[i]->numel, sizeof(float));
-        }
-    sf_backward_seeded(&g, out, R);
-    sf_ctx_reset(&g);
+    float *R = gc_analytic(&g, build, user, in, n_in, &pick);
 
     double worst = 0;
-    g.grad_enabled = 0;
     for (int i = 0; i < n_in; i++) {
         sf_tensor *x = in[i];
         if (!x->requires_grad) continue;
@@ -238,17 +246,7 @@ static __attribute__((unused)) double gradcheck_dir(const char *name, gc_build_f
     sf_rng rng_saved = g.rng, pick;
     sf_rng_seed(&pick, 4321);
 
-    sf_tensor *out = build(&g, in, user);
-    float *R = malloc(out->numel * sizeof(float));
-    for (size_t i = 0; i < out->numel; i++) R[i] = sf_rng_uniform(&pick) * 2.0f - 1.0f;
-    for (int i = 0; i < n_in; i++)
-        if (in[i]->requires_grad) {
-            free(in[i]->grad);
-            in[i]->grad = calloc(in[i]->numel, sizeof(float));
-        }
-    sf_backward_seeded(&g, out, R);
-    sf_ctx_reset(&g);
-    g.grad_enabled = 0;
+    float *R = gc_analytic(&g, build, user, in, n_in, &pick);
 
     double worst = 0;
     for (int i = 0; i < n_in; i++) {
