@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The trainer's edges on a small real data set: config mistakes found before the run folder
-# is written, warnings after the settings table, --resume without the stored max_steps and
+# is written, warnings after the settings table, train.max_steps ending at an epoch boundary,
+# --resume without the stored max_steps and
 # refusing when nothing is left to train, the EMA of the weights (its own checkpoint,
 # evaluated, resumed bit-identically), repeated augmentation, and a SOFT model whose NaN
 # reaches the NaN stop (status 3) instead of an assertion.
@@ -33,6 +34,13 @@ check "bad image warned about" grep -q "warning: skipping bad image" warn.log
 last_rule=$(grep -n '^+---' warn.log | tail -1 | cut -d: -f1)
 first_warn=$(grep -n 'warning:' warn.log | head -1 | cut -d: -f1)
 check "warning after the table (line $first_warn > $last_rule)" test "$first_warn" -gt "$last_rule"
+
+# ---- train.max_steps at an epoch's last step: no step of the next epoch ----
+# 1024 images, batch 128: 8 steps per epoch.
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=edge8 train.epochs=2 train.max_steps=8 > e8.log 2>&1
+check "max_steps at the epoch boundary: stopped" grep -q "stopped after train.max_steps=8" e8.log
+check "max_steps at the epoch boundary: 8 steps in the checkpoint" \
+  grep -aqF '"global_step":"8"' <(head -c 65536 runs/edge8/last.safetensors)
 
 # ---- resume: the stored max_steps is not re-applied; nothing to do is an error ----
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=res train.epochs=2 train.max_steps=3 > r1.log 2>&1

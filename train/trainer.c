@@ -837,7 +837,10 @@ int sf_train(const sf_config *cfg, const char *resume_dir, sf_train_result *res)
         if (complete) r->st.step_in_epoch = 0;
         if (status == SF_TRAIN_OK) status = save_last(r);
         if (status == SF_TRAIN_OK && complete) res->epochs_done++;
-        if (status == SF_TRAIN_OK && !complete) {
+        /* a stop or the step budget at an epoch's last step ends the run too, not one step later */
+        const int halted = r->stopped_by_signal ||
+                           (r->cfg.train.max_steps > 0 && r->steps_this_run >= r->cfg.train.max_steps);
+        if (status == SF_TRAIN_OK && (!complete || (halted && epoch + 1 < r->cfg.train.epochs))) {
             report_stop(r);
             break;
         }
