@@ -3,9 +3,9 @@
 # Fashion-MNIST data, `mpirun -np 2` on loopback with the same global batch and seed must give
 # the first update's gradient within 1e-5 (relative L2) and 20 step losses within 1e-4 of one
 # process, the same top-1/top-5, SyncBatchNorm on a SOFT model (and per-rank BatchNorm must
-# visibly differ), resume across rank counts in both directions, one log writer, and a
-# collective error exit. Exits 77 (skipped) when sfvit was built without MPI or mpirun is
-# missing.
+# visibly differ), resume across rank counts in both directions, one log writer, `ablate`
+# with one table writer, and a collective error exit. Exits 77 (skipped) when sfvit was
+# built without MPI or mpirun is missing.
 # Usage: test_mpi.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -135,6 +135,14 @@ check "SOFT 2 ranks with per-rank BatchNorm exit 0" test $? -eq 0
 check "per-rank BatchNorm is announced" grep -q "BatchNorm statistics per rank" soft3.log
 rel=$(grad_rel s1.bin s3.bin)
 check "per-rank BatchNorm changes the gradient (relative L2 $rel > 1e-3)" gt "$rel" 1e-3
+
+# ---- ablate under 2 ranks: the grid runs in step, rank 0 alone writes and prints ----
+out=$("${MPIRUN[@]}" "$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=abl train.epochs=1 train.max_steps=2 \
+  model.attn_norm=l1,l2 2>&1); rc=$?
+check "ablate on 2 ranks: exit 0" test $rc -eq 0
+check "ablate on 2 ranks: the table printed once" test "$(grep -c '^ablation table:' <<< "$out")" -eq 1
+check "ablate on 2 ranks: both variants finished" test "$(grep -c '"ok"$' runs/abl/ablation.csv)" -eq 2
+check "ablate on 2 ranks: no temporary file left" test -z "$(find runs/abl -name '*.tmp')"
 
 # ---- errors stop every rank ----
 out=$("${MPIRUN[@]}" "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=odd train.batch_size=33 2>&1); rc=$?

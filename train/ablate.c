@@ -28,6 +28,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sfvit/dist.h"
 #include "sfvit/train.h"
 
 #define MAX_AXES 8
@@ -111,8 +112,10 @@ static char *read_text(const char *path) {
     return buf;
 }
 
-/* Writes with fill() to path.tmp, fsyncs and renames it over path. */
+/* Writes with fill() to path.tmp, fsyncs and renames it over path. Under an MPI launcher
+ * every rank runs the grid in step, and rank 0 alone writes the study's files. */
 static int write_atomic(const char *path, void (*fill)(FILE *, const void *), const void *arg) {
+    if (sf_dist_rank() != 0) return 0;
     char tmp[SF_PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -631,6 +634,7 @@ int sf_cmd_ablate(int argc, char **argv) {
         sf_hint("example: sfvit ablate train/configs/fmnist_tiny.yaml model.attn_norm=l1,l2,none --seeds 3");
         return 2;
     }
+    if (sf_dist_init() < 1) return 1;  // the rank is known before any file is written
     study s;
     if (study_init(&s, &a) != 0) {
         study_free(&s);
@@ -659,8 +663,10 @@ int sf_cmd_ablate(int argc, char **argv) {
     if (s.n_cells > 0 && write_tables(&s) != 0) worst = 1;
     char md[SF_PATH_MAX + 32];
     snprintf(md, sizeof md, "%s/ablation.md", s.dir);
-    printf("\nablation table: %s\n", md);
-    print_file(md);
+    if (sf_dist_rank() == 0) {
+        printf("\nablation table: %s\n", md);
+        print_file(md);
+    }
     if (interrupted) {
         printf("\nablation interrupted; the same command continues it (finished cells are not run again)\n");
         worst = 130;
