@@ -2,6 +2,9 @@
  * Deliberately no global state. */
 #include "sfvit/core.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -97,6 +100,39 @@ char *sf_strdup(const char *s) {
     char *d = sf_malloc(n);
     memcpy(d, s, n);
     return d;
+}
+
+int sf_read_whole_file(const char *path, unsigned char **buf, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sf_error("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return sf_error("%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return sf_error("%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    unsigned char *b = sf_malloc(n ? n : 1);
+    while (got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            free(b);
+            return sf_error("%s: read failed after %zu of %zu bytes: %s", path, got, n,
+                            r < 0 ? strerror(e) : "unexpected end of file");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    *size = n;
+    return 0;
 }
 
 /* ---- RNG: xoshiro256** (Blackman & Vigna), seeded through splitmix64 ---- */

@@ -320,34 +320,9 @@ static void st_clear(sf_st_file *f) {
 
 int sf_st_open(sf_st_file *f, const char *path) {
     memset(f, 0, sizeof(*f));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sf_error("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return sf_error("%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return sf_error("%s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    unsigned char *buf = sf_malloc(size ? size : 1);
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = errno;
-            close(fd);
-            free(buf);
-            return sf_error("%s: read failed after %zu of %zu bytes: %s", path, got, size,
-                            r < 0 ? strerror(e) : "unexpected end of file");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
+    unsigned char *buf;
+    size_t size;
+    if (sf_read_whole_file(path, &buf, &size) != 0) return -1;
     f->path = sf_strdup(path);
     f->buf = buf;
     f->size = size;

@@ -37,6 +37,10 @@ void *sf_realloc(void *p, size_t bytes);
 /* 64-byte aligned, for tensors. Free with free(). */
 void *sf_aligned_alloc(size_t bytes);
 char *sf_strdup(const char *s);
+/* Reads a whole regular file into *buf (free() it; never NULL on success) of *size bytes.
+ * Every failure is one error naming the file (cannot open/stat, not a regular file, a short
+ * read) and returns -1. (The data loader has its own, buffer-reusing, non-printing reader.) */
+int sf_read_whole_file(const char *path, unsigned char **buf, size_t *size);
 
 /* Seeded RNG: xoshiro256** with splitmix64 seeding. One generator per purpose
  * (init, data order, augmentation, drop-path); the state is plain data so it can be saved
