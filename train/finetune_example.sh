@@ -12,16 +12,7 @@
 # Usage: bash train/finetune_example.sh [key=value ...]   (overrides for steps 2 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f build/build.ninja ] || meson setup build --buildtype=release
-ninja -C build sfvit > /dev/null
-src=/usr/share/datasets/fashion-mnist
-if [ ! -f data/fmnist/.complete ]; then
-  rm -rf data/fmnist
-  names=train/configs/fmnist_classes.txt
-  ./build/sfvit data import-idx $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz data/fmnist/train --classes $names
-  ./build/sfvit data import-idx $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz data/fmnist/val --classes $names
-  touch data/fmnist/.complete
-fi
+bash train/fmnist_data.sh
 # The pretraining task: five class folders linked from the full import.
 rm -rf data/fmnist5
 for split in train val; do

@@ -6,15 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash train/install_deps.sh
-[ -f build/build.ninja ] || meson setup build --buildtype=release
-ninja -C build sfvit
-src=/usr/share/datasets/fashion-mnist
-if [ ! -f data/fmnist/.complete ]; then
-  rm -rf data/fmnist
-  names=train/configs/fmnist_classes.txt
-  ./build/sfvit data import-idx $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz data/fmnist/train --classes $names
-  ./build/sfvit data import-idx $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz data/fmnist/val --classes $names
-  touch data/fmnist/.complete
-fi
+bash train/fmnist_data.sh
 name="fmnist_sima-$(date +%Y%m%d-%H%M%S)"
 ./build/sfvit train train/configs/fmnist_sima.yaml train.name="$name" "$@"
