@@ -84,7 +84,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t *dims, 
 int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char *out_dir,
                        const char *classes_file) {
     double t0 = sf_now();
-    uint32_t idim[3], ldim[1];
+    uint32_t idim[3] = {0}, ldim[1] = {0}; // set by read_idx on success; zeroed for -O3 flow analysis
     uint8_t *images = NULL, *labels = NULL;
     if (read_idx(images_gz, 0x00000803, 3, idim, &images) != 0) return -1;
     if (read_idx(labels_gz, 0x00000801, 1, ldim, &labels) != 0) {

@@ -165,6 +165,14 @@ static void hint_layouts(const sf_st_file *f, const sf_params *ps, const sf_layo
             f->n_entries > 2 ? f->entries[2].name : "");
 }
 
+/* BatchNorm's step counter: an integer that some converters and exporters drop; PyTorch
+ * fills a missing one in when loading, and so does sfvit. */
+static int is_batch_counter(const sf_param *p) {
+    const char *suffix = ".num_batches_tracked", *name = p->t->name;
+    size_t n = strlen(name), k = strlen(suffix);
+    return !(p->flags & SF_PARAM_TRAINABLE) && n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
 int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts,
                        sf_ckpt_report *report) {
     SF_ASSERT(ps->allocated, "checkpoint load before sf_params_alloc");
@@ -181,6 +189,7 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
     /* Plan: which entry fills each parameter and its moments. */
     const sf_st_entry **src = sf_calloc((size_t)ps->count * 3 + 1, sizeof(*src));
     name_list missing = {0}, unexpected = {0}, mism = {0};
+    int *zero_counters = sf_calloc((size_t)ps->count + 1, sizeof(int)), n_zero_counters = 0;
     for (int i = 0; i < ps->count; i++) {
         const sf_param *p = &ps->list[i];
         const char *name = p->t->name;
@@ -189,6 +198,10 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
             continue;
         }
         const sf_st_entry *e = sf_st_find(&f, name);
+        if (!e && is_batch_counter(p)) {  // as PyTorch's BatchNorm does: filled in with 0
+            zero_counters[n_zero_counters++] = i;
+            continue;
+        }
         if (!e) list_add(&missing, "", name);
         else if (entry_fits(p, e, name, &mism)) src[3 * i] = e;
         if (o.load_optim && (p->flags & SF_PARAM_TRAINABLE)) {
@@ -250,6 +263,15 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
             }
         }
     }
+    if (rc == 0 && !(o.strict && bad) && n_zero_counters) {
+        for (int k = 0; k < n_zero_counters; k++) {
+            sf_param *p = &ps->list[zero_counters[k]];
+            memset(p->t->data, 0, p->t->numel * sizeof(float));
+        }
+        fprintf(stderr, "%s: %d BatchNorm num_batches_tracked counters are not in the file; set to 0 (they play no "
+                "part in the math)\n", path, n_zero_counters);
+    }
+    free(zero_counters);
     if (rc == 0 && !o.quiet && (r.format != SF_CKPT_SAFETENSORS || r.layout.n_renamed))
         printf("%s: loaded %d tensors, %s layout%s\n", path, r.n_loaded, r.layout.layout,
                r.layout.ddp_prefix ? " (DistributedDataParallel 'module.' prefix removed)" : "");

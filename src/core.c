@@ -1,5 +1,5 @@
 /* core.c — error reporting, checked allocation, the seeded RNG and the thread setting.
- * Deliberately no global state. */
+ * No global state but settings read from the environment (SFVIT_GEMM, SFVIT_TEST_HOLD). */
 #include "sfvit/core.h"
 
 #include <errno.h>
@@ -251,4 +251,47 @@ double sf_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- test hook (core.h) ---- */
+static struct {
+    char *spec;        // SFVIT_TEST_HOLD, points separated by ';'
+    char *armed;       // the point held next, inside spec; NULL when none is left
+    int wake[2];       // pipe: the held thread reads, a signal handler writes
+} g_hold = {.wake = {-1, -1}};
+
+void sf_test_hold(const char *fmt, ...) {
+    if (!g_hold.spec) {  // read until found, so a forked child can be given its own points
+        const char *e = getenv("SFVIT_TEST_HOLD");
+        if (!e || !*e || pipe(g_hold.wake) != 0) return;
+        g_hold.armed = g_hold.spec = sf_strdup(e);
+    }
+    if (!g_hold.armed) return;
+    char point[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(point, sizeof point, fmt, ap);
+    va_end(ap);
+    const char *want = g_hold.armed;
+    const int pass = strncmp(want, "pass ", 5) == 0;  // reached, not held
+    if (pass) want += 5;
+    char *end = strchr(want, ';');
+    size_t len = end ? (size_t)(end - want) : strlen(want);
+    if (strlen(point) != len || strncmp(point, want, len) != 0) return;
+    g_hold.armed = end ? end + 1 : NULL;
+    if (pass) return;
+    fprintf(stderr, "sfvit test hook: held at %s\n", point);
+    fflush(stderr);
+    /* A pipe, not pause(): whichever thread runs the handler, its effect (a stop flag) is in
+     * place before this read returns, and a signal that arrives before the read is not lost. */
+    char byte;
+    while (read(g_hold.wake[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+}
+
+void sf_test_hold_release(void) {
+    if (g_hold.wake[1] >= 0) {
+        ssize_t w = write(g_hold.wake[1], "x", 1);
+        (void)w;
+    }
 }

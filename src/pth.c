@@ -94,17 +94,21 @@ typedef struct pk {
 
 #define NIL UINT32_MAX
 
-static int pk_fail(pk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int pk_fail(pk *k, const char *fmt, ...) {
+static void pk_report(pk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pk_report(pk *k, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (k->start && k->p >= k->start && k->p <= k->end)
-        return sf_error("%s: pickle byte %zu: %s", k->file, (size_t)(k->p - k->start), msg);
-    return sf_error("%s: %s", k->file, msg);
+        sf_error("%s: pickle byte %zu: %s", k->file, (size_t)(k->p - k->start), msg);
+    else
+        sf_error("%s: %s", k->file, msg);
 }
+/* -1, visibly to the compiler (a variadic function is never inlined), so an output that a
+ * failing call leaves unset is not taken for one that may be used. */
+#define pk_fail(k, ...) ({ pk_report((k), __VA_ARGS__); -1; })
 
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
     if (need <= *cap) return p;

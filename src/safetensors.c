@@ -607,8 +607,10 @@ int sf_st_writer_write(sf_st_writer *w, const char *path) {
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     stage = "write";
     if (write_all(fd, lenbuf, 8) != 0 || write_all(fd, hdr, hlen) != 0) goto fail;
-    for (int i = 0; i < w->n; i++)
+    for (int i = 0; i < w->n; i++) {
+        if (i == w->n / 2) sf_test_hold("write %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);  // a kill mid-write, in tests
         if (w->t[i].bytes && write_all(fd, w->t[i].data, w->t[i].bytes) != 0) goto fail;
+    }
     stage = "fsync";
     if (fsync(fd) != 0) goto fail;
     stage = "close";

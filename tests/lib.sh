@@ -36,3 +36,12 @@ fmnist_subset() { # SFVIT_BINARY SOURCE_ROOT N_TRAIN N_VAL
   check "data import-idx train ($n_tr images)" "$sfvit" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$names"
   check "data import-idx val ($n_va images)" "$sfvit" data import-idx va-img.gz va-lab.gz fm/val --classes "$names"
 }
+
+# Waits, without a time limit or a sleep, until the process PID, run with SFVIT_TEST_HOLD,
+# prints "sfvit test hook: held at POINT" into LOG (it then waits for a signal; see
+# sf_test_hold in include/sfvit/core.h). Fails when the process ends before reaching POINT.
+wait_held() { # LOG PID POINT
+  local re
+  re="sfvit test hook: held at $(printf '%s' "$3" | sed 's/[].[*^$\\/]/\\&/g')\$"
+  grep -q -m1 -e "$re" <(tail -n +1 -f --pid="$2" "$1" 2> /dev/null)
+}

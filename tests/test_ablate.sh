@@ -76,16 +76,14 @@ check "changed study: the tables are untouched" grep -q "2/2 diverged at step" $
 
 # ---- killed mid-grid (SIGKILL), then resumed: finished cells are not trained again ----
 KGRID=(model.attn_norm=l1,l2,none train.epochs=2 --seeds 2)
-"$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=kill "${KGRID[@]}" > kill1.log 2>&1 &
+# Held before the third cell starts (SFVIT_TEST_HOLD, tests/lib.sh wait_held): two finished.
+SFVIT_TEST_HOLD="cell 3" "$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=kill "${KGRID[@]}" > kill1.log 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  [ "$(ls runs/kill/*/seed*/result.json 2>/dev/null | wc -l)" -ge 2 ] && break
-  sleep 0.05
-done
+wait_held kill1.log $pid "cell 3" || bad "kill mid-grid: the grid did not reach its third cell"
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 done_before=$(ls runs/kill/*/seed*/result.json | sort)
 n_before=$(echo "$done_before" | wc -l)
-check "killed with 2..5 of 6 cells finished ($n_before)" test "$n_before" -ge 2 -a "$n_before" -lt 6
+check "killed before the third cell: 2 of 6 cells finished ($n_before)" test "$n_before" -eq 2
 stamp=$(for f in $done_before; do md5sum "$f" "$(dirname "$f")/log.jsonl"; done)
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=kill "${KGRID[@]}" 2>&1); rc=$?
 check "resumed ablation exits 0" test $rc -eq 0
@@ -98,12 +96,14 @@ check "resumed: every cell ok with 2 epochs" test "$(grep -c ',ok,-1,2,' runs/ki
 check "resumed: 3 variants with 2/2 seeds" test "$(grep -c '| 2/2 |' runs/kill/ablation.md)" -eq 3
 
 # ---- SIGTERM stops the grid after a checkpoint; the same command continues it ----
-"$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=term model.attn_norm=l1,l2 train.epochs=3 > term1.log 2>&1 &
+# The signal arrives during update 2 of the first cell.
+SFVIT_TEST_HOLD="step 2" "$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=term model.attn_norm=l1,l2 train.epochs=3 > term1.log 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do [ -s "runs/term/attn_norm=l1/seed0/metrics.csv" ] && break; sleep 0.05; done
-kill -TERM $pid; wait $pid; rc=$?
+if wait_held term1.log $pid "step 2"; then kill -TERM $pid; else bad "SIGTERM: the grid did not reach update 2"; fi
+wait $pid; rc=$?
 check "SIGTERM: ablate exits 130" test $rc -eq 130
 check "SIGTERM: says how to continue" grep -q "the same command continues it" term1.log
+check "SIGTERM: the first cell stopped after update 2" grep -q "stopped by signal after step 2" term1.log
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=term model.attn_norm=l1,l2 train.epochs=3 2>&1); rc=$?
 check "SIGTERM: continued to the end" test $rc -eq 0 -a "$(grep -c ',ok,-1,3,' runs/term/runs.csv)" -eq 2
 

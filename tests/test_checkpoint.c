@@ -289,8 +289,28 @@ static void test_failed_writes(void) {
     sf_params_free(&a);
 }
 
-/* Kill a process that saves in a loop at random moments: the checkpoint at the path must
- * always load, holding one of the complete versions (never a torn file). */
+/* Reads from fd until the text `want` has arrived (or end of file): 1 when it has. */
+static int read_until(int fd, const char *want) {
+    char buf[4096];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+        if (r <= 0) return 0;
+        n += (size_t)r;
+        buf[n] = 0;
+        if (strstr(buf, want)) return 1;
+        if (n > sizeof buf / 2) {  // keep the tail, where a split `want` may start
+            memmove(buf, buf + n - sizeof buf / 4, sizeof buf / 4);
+            n = sizeof buf / 4;
+        }
+    }
+}
+
+/* Kill a process that saves in a loop: the checkpoint at the path must always load, holding
+ * one of the complete versions (never a torn file), and the newest one finished before the
+ * kill or the one being written. The child reports each finished save on a pipe; in every
+ * other round it is killed half-way through writing the next one (SFVIT_TEST_HOLD), in the
+ * others just after its k-th save, wherever the next one has got to. No timing is assumed. */
 static void test_kill_writer(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/kill.safetensors", tmpdir);
@@ -302,18 +322,37 @@ static void test_kill_writer(void) {
     CHECK(sf_checkpoint_save(path, &a, 1, NULL, 0) == 0, "initial save");
     sf_rng r;
     sf_rng_seed(&r, (uint64_t)time(NULL));
-    int ok = 0, landed = 0;
+    int ok = 0, mid_write = 0;
     for (int round = 0; round < 8; round++) {
+        const int k = 1 + (int)sf_rng_below(&r, 3), hold = round % 2 == 0;
+        int saved[2], err[2];
+        SF_ASSERT(pipe(saved) == 0 && pipe(err) == 0);
         pid_t pid = fork();
         if (pid == 0) {
+            close(saved[0]);
+            close(err[0]);
+            dup2(err[1], 2);
+            /* the k finished saves pass; the next one holds in its write */
+            char spec[256] = "";
+            for (int i = 0; i < k; i++) strcat(spec, "pass write kill.safetensors;");
+            strcat(spec, "write kill.safetensors");
+            if (hold) setenv("SFVIT_TEST_HOLD", spec, 1);
             for (int v = 0;; v++) {
                 for (size_t i = 0; i < a.total; i++) a.data[i] = (float)v;
                 if (sf_checkpoint_save(path, &a, 1, NULL, 0) != 0) _exit(3);
+                if (write(saved[1], "s", 1) != 1) _exit(4);
             }
         }
-        usleep(20000 + sf_rng_below(&r, 80000));
+        close(saved[1]);
+        close(err[1]);
+        char byte;
+        int finished = 0;
+        while (finished < k && read(saved[0], &byte, 1) == 1) finished++;
+        if (hold) mid_write += read_until(err[0], "sfvit test hook: held at write kill.safetensors");
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        close(saved[0]);
+        close(err[0]);
         sf_params b;
         sf_params_init(&b);
         sf_param_add(&b, "w", 1, (int[]){1 << 19}, SF_PARAM_TRAINABLE, SF_INIT_ZEROS, 0);
@@ -321,13 +360,18 @@ static void test_kill_writer(void) {
         int rc = sf_checkpoint_load(path, &b, &(sf_ckpt_opts){.strict = 1, .load_optim = 1}, NULL);
         int uniform = 1;
         for (size_t i = 1; i < b.total; i++) uniform &= b.data[i] == b.data[0];
-        ok += rc == 0 && uniform;
-        landed += rc == 0 && b.data[0] != -1.0f;
+        /* saves 0..k-1 finished: version k-1, or k when the next one also finished */
+        const float v = b.data[0];
+        const int expected = hold ? v == (float)(k - 1) : (v == (float)(k - 1) || v == (float)k);
+        CHECK(rc == 0 && uniform && finished == k && expected,
+              "round %d (%s after %d saves): loaded %d, whole %d, version %g", round,
+              hold ? "killed mid-write" : "killed", finished, rc == 0, uniform, (double)v);
+        ok += rc == 0 && uniform && expected;
         sf_params_free(&b);
     }
-    CHECK(ok == 8, "after killing the writer the checkpoint loaded whole %d of 8 times", ok);
-    CHECK(landed > 0, "no save completed before a kill: the test did not exercise replacement");
-    printf("  kill test: 8 kills, checkpoint whole every time, %d rounds had replaced it\n", landed);
+    CHECK(ok == 8, "after killing the writer the checkpoint held the right whole version %d of 8 times", ok);
+    CHECK(mid_write == 4, "4 of the kills landed half-way through a write (%d)", mid_write);
+    printf("  kill test: 8 kills (%d half-way through a write), checkpoint whole and newest every time\n", mid_write);
     sf_params_free(&a);
 }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Crash safety of training: `sfvit train` with a checkpoint after every step is killed with
-# SIGKILL at random moments (during start-up, steps and checkpoint writes) and resumed with
-# `sfvit train --resume` each time. After every kill the last checkpoint must load (`sfvit
-# eval` exits 0); leftover "<file>.tmp.<pid>" files of interrupted writes must not disturb a
-# resume; and the final weights, Adam moments and best checkpoint must equal an uninterrupted
-# run's bit for bit.
-# CI: 24 kills (well under 2 minutes). SFVIT_SLOW_TESTS=1: 200 kills over a longer run.
-# SFVIT_KILL_SEED=N fixes the random delays; SFVIT_KILL_DEBUG=1 prints each kill's delay and step.
+# SIGKILL at random points (at the start of an update, half-way through writing
+# last.safetensors or best.safetensors) and resumed with `sfvit train --resume` each time.
+# After every kill the last checkpoint must load (`sfvit eval` exits 0); leftover
+# "<file>.tmp.<pid>" files of interrupted writes must not disturb a resume; and the final
+# weights, Adam moments and best checkpoint must equal an uninterrupted run's bit for bit.
+# The points are reached through SFVIT_TEST_HOLD (tests/lib.sh wait_held), so where each kill
+# lands does not depend on how fast the machine is.
+# CI: 24 kills. SFVIT_SLOW_TESTS=1: 200 kills over a longer run.
+# SFVIT_KILL_SEED=N fixes the random points; SFVIT_KILL_DEBUG=1 prints each kill's point.
 # Usage: test_kill.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -23,60 +25,50 @@ BASE=$ROOT/train/configs/fmnist_tiny.yaml
 # 16 steps per epoch, a checkpoint after every step.
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=4 train.batch_size=32
         train.eval_batch_size=64 train.epochs=$EPOCHS train.save_every_steps=1)
-now() { date +%s.%N; }
 
-# ---- the uninterrupted reference, and the timings the kill delays are drawn from ----
-t0=$(now)
-"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=one train.max_steps=1 > one.log 2>&1
-t1=$(now)
+# ---- the uninterrupted reference ----
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=ref > ref.log 2>&1; rc=$?
-t2=$(now)
 check "uninterrupted run exits 0" test $rc -eq 0
 steps=$((16 * EPOCHS))
-# start-up (to the first checkpoint) and one step, in milliseconds
-startup_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%d", (b - a) * 1000}')
-step_ms=$(awk -v a="$t1" -v b="$t2" -v s="$startup_ms" -v n=$steps 'BEGIN{v = ((b - a) * 1000 - s) / n; printf "%d", v < 5 ? 5 : v}')
-echo "start-up ${startup_ms} ms, ${step_ms} ms per step (with its checkpoint), $steps steps"
 
 # ---- the killed run ----
 RUN=runs/k
 RANDOM=${SFVIT_KILL_SEED:-$$}
-window_ms=$(( startup_ms / 2 + 4 * step_ms ))
-max_window_ms=$window_ms
 # The run's update count, from the checkpoint's metadata.
 ckpt_step() { head -c 65536 "$1" 2> /dev/null | grep -ao '"global_step":"[0-9]*"' | grep -o '[0-9]*' | head -1; }
-kills=0 load_fail=0 max_tmp=0 kills_with_tmp=0 no_ckpt=0 attempts=0 resume_fail=0
+kills=0 load_fail=0 max_tmp=0 no_ckpt=0 attempts=0 resume_fail=0 kinds=""
 while [ $kills -lt $KILLS ]; do
   attempts=$((attempts + 1))
+  gs=$(ckpt_step $RUN/last.safetensors); gs=${gs:-0}
+  # Where to kill: at the start of one of the next few updates (1 to 4 ahead, so the run
+  # advances about 2.5 updates per kill and lasts for all of them), or half-way through the
+  # checkpoint write after it, or through the next best.safetensors write (at an epoch's end).
+  n=$((gs + 1 + RANDOM % 4)); [ $n -gt $steps ] && n=$steps
+  case $((RANDOM % 8)) in
+    0|1|2) point="step $n" held=$point ;;
+    3|4|5|6) point="pass step $n;write last.safetensors" held="write last.safetensors" ;;
+    7) point="write best.safetensors" held=$point ;;
+  esac
   if [ -f $RUN/last.safetensors ]; then
-    "$SFVIT" train --resume $RUN > attempt.log 2>&1 &
+    SFVIT_TEST_HOLD=$point "$SFVIT" train --resume $RUN > attempt.log 2>&1 &
   else
-    "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=k > attempt.log 2>&1 &
+    SFVIT_TEST_HOLD=$point "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=k > attempt.log 2>&1 &
   fi
   pid=$!
-  # Anywhere from half the start-up to a few steps past it; the window narrows when the run
-  # advances faster than the kills (sanitizer builds start slowly, so the start-up measured
-  # once is only a guide) and widens when it stalls.
-  delay_ms=$(( startup_ms / 2 + RANDOM % (window_ms + 1) ))
-  sleep "$(awk -v d=$delay_ms 'BEGIN{printf "%.3f", d / 1000}')"
-  if kill -9 $pid 2> /dev/null; then
+  if wait_held attempt.log $pid "$held"; then
+    kill -9 $pid
     wait $pid 2> /dev/null
     kills=$((kills + 1))
-  else
+    case $held in step*) kinds="$kinds s" ;; "write last"*) kinds="$kinds l" ;; *) kinds="$kinds b" ;; esac
+  else # ended without reaching the point
     wait $pid; rc=$?
     if [ $rc -ne 0 ]; then
       resume_fail=$((resume_fail + 1)); echo "attempt $attempts exited $rc before the kill:"; tail -5 attempt.log
     fi
     [ $rc -eq 0 ] && grep -q "final val top-1" attempt.log && break # finished before enough kills
+    [ $attempts -gt $((4 * KILLS)) ] && break # it cannot reach its points: the checks below fail
   fi
-  gs=$(ckpt_step $RUN/last.safetensors); gs=${gs:-0}
-  # on schedule: the kills so far should have used at most their share of half the steps
-  if [ $((gs * KILLS)) -gt $((kills * steps / 2)) ]; then
-    window_ms=$(( window_ms / 2 > step_ms ? window_ms / 2 : step_ms ))
-  elif [ $window_ms -lt $max_window_ms ]; then
-    window_ms=$(( window_ms * 5 / 4 + 1 ))
-  fi
-  [ -n "${SFVIT_KILL_DEBUG:-}" ] && echo "kill $kills: delay ${delay_ms} ms, window ${window_ms} ms, update $gs"
+  [ -n "${SFVIT_KILL_DEBUG:-}" ] && echo "kill $kills: at '$point' with the checkpoint of update $gs"
   ntmp=$(find $RUN -name '*.tmp.*' 2> /dev/null | wc -l)
   [ "$ntmp" -gt "$max_tmp" ] && max_tmp=$ntmp
   if [ -f $RUN/last.safetensors ]; then
@@ -109,8 +101,12 @@ check "final weights and moments bit-identical to the uninterrupted run" \
 check "best checkpoint bit-identical to the uninterrupted run's" \
   test "$(tensor_bytes runs/ref/best.safetensors)" = "$(tensor_bytes $RUN/best.safetensors)"
 tmp_after=$(find $RUN -name '*.tmp.*' | wc -l)
+n_s=$(echo $kinds | tr ' ' '\n' | grep -c s) n_l=$(echo $kinds | tr ' ' '\n' | grep -c l) n_b=$(echo $kinds | tr ' ' '\n' | grep -c b)
+check "kills landed at every kind of point ($n_s at an update, $n_l in a last.safetensors write, $n_b in a best.safetensors write)" \
+  test $n_s -gt 0 -a $n_l -gt 0 -a $n_b -gt 0
+check "kills in a write left temporary files behind (at most $max_tmp at once)" test $max_tmp -gt 0
+check "the final run removed the stale temporary files ($tmp_after left)" test $tmp_after -eq 0
 echo "note: $attempts attempts, $kills kills spread over updates 0..$gs of $steps; $no_ckpt kills before the first checkpoint;" \
-     "leftover temporary files: at most $max_tmp during the kills, $tmp_after at the end" \
-     "(one per interrupted write: each process names its own <file>.tmp.<pid> and none removes another's)"
+     "leftover temporary files: at most $max_tmp during the kills (a resume removes the stale ones), $tmp_after at the end"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

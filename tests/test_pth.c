@@ -143,6 +143,83 @@ static void test_layout_refusals(void) {
     sf_params_free(&ps);
 }
 
+/* Some converters and exporters drop BatchNorm's integer num_batches_tracked counters. A
+ * file without them loads strictly, with the counters set to 0 and one line saying so; a
+ * file missing any other key is still refused. `file` is a torch.save file without the
+ * counters, or NULL for a safetensors copy of the case's weights written here without them
+ * (and, to check the refusal, without one more key). */
+static int is_counter(const char *name) {
+    const char *sfx = ".num_batches_tracked";
+    size_t n = strlen(name), k = strlen(sfx);
+    return n >= k && strcmp(name + n - k, sfx) == 0;
+}
+
+static void strip_to(const sf_st_file *f, const char *out, int also_drop) {
+    sf_st_writer w;
+    sf_st_writer_init(&w);
+    for (int i = 0, kept = 0; i < f->n_entries; i++) {
+        const sf_st_entry *e = &f->entries[i];
+        if (is_counter(e->name) || (also_drop && kept++ == 0)) continue;
+        SF_ASSERT(sf_st_writer_add(&w, e->name, e->dtype, e->ndim, e->shape, e->data) == 0);
+    }
+    SF_ASSERT(sf_st_writer_write(&w, out) == 0, "%s", out);
+    sf_st_writer_free(&w);
+}
+
+static void test_missing_batch_counters(const char *c, const char *file) {
+    char wpath[700], path[700], worse[700];
+    snprintf(wpath, sizeof wpath, "%s/%s/weights.safetensors", models_dir, c);
+    sf_st_file golden;
+    SF_ASSERT(sf_st_open(&golden, wpath) == 0, "%s", wpath);
+    int n_counters = 0;
+    for (int i = 0; i < golden.n_entries; i++) n_counters += is_counter(golden.entries[i].name);
+    if (file) {
+        snprintf(path, sizeof path, "%s/%s", pth_dir, file);
+    } else {
+        snprintf(path, sizeof path, "%s/%s.no_counters.safetensors", tmpdir, c);
+        snprintf(worse, sizeof worse, "%s/%s.no_counters_and_more.safetensors", tmpdir, c);
+        strip_to(&golden, path, 0);
+        strip_to(&golden, worse, 1);
+    }
+    const char *shown = file ? file : "safetensors";
+    sf_params ps, want;
+    sf_model *m = golden_model(c, &ps), *mw = golden_model(c, &want);
+    for (int i = 0; i < ps.count; i++)  // counters that must come back as 0
+        if (is_counter(ps.list[i].t->name)) ps.list[i].t->data[0] = 7;
+    sf_ckpt_report rep;
+    int saved = capture_begin();
+    int rc = sf_checkpoint_load(path, &ps, &(sf_ckpt_opts){.strict = 1, .quiet = 1}, &rep);
+    capture_end(saved);
+    char line[200];
+    snprintf(line, sizeof line, "%d BatchNorm num_batches_tracked counters are not in the file; set to 0", n_counters);
+    CHECK(n_counters > 0 && rc == 0 && strstr(errbuf, line), "%s %s without its %d counters: rc %d, said: %s", c,
+          shown, n_counters, rc, errbuf);
+    CHECK(rep.n_loaded == ps.count - n_counters, "%s %s: %d of %d loaded", c, shown, rep.n_loaded, ps.count);
+    SF_ASSERT(sf_checkpoint_load(wpath, &want, &(sf_ckpt_opts){.strict = 1, .quiet = 1}, NULL) == 0, "%s", wpath);
+    int zeroed = 0, differ = 0;
+    for (int i = 0; i < ps.count; i++) {
+        const sf_tensor *t = ps.list[i].t;
+        if (is_counter(t->name)) zeroed += t->data[0] == 0;
+        else differ += memcmp(t->data, want.list[i].t->data, t->numel * sizeof(float)) != 0;
+    }
+    CHECK(zeroed == n_counters && differ == 0, "%s %s: %d of %d counters zeroed, %d parameters differ", c, shown,
+          zeroed, n_counters, differ);
+    if (!file) {
+        saved = capture_begin();
+        rc = sf_checkpoint_load(worse, &ps, &(sf_ckpt_opts){.strict = 1, .quiet = 1}, NULL);
+        capture_end(saved);
+        CHECK(rc == -1 && strstr(errbuf, "1 keys missing from the checkpoint"),
+              "%s: a file missing a key besides the counters is refused: %s", c, errbuf);
+    }
+    printf("  %-38s loads without its %d BatchNorm counters (set to 0)\n", file ? file : c, n_counters);
+    sf_ckpt_report_free(&rep);
+    sf_st_close(&golden);
+    sf_model_free(m);
+    sf_model_free(mw);
+    sf_params_free(&ps);
+    sf_params_free(&want);
+}
+
 /* ---- hostile input ---- */
 
 typedef struct bytes {
@@ -461,6 +538,10 @@ int main(void) {
     test_model_file("xcit_sima_l2_nolpi", "xcit_sima_l2_nolpi.official_ddp.pth", "official SimA (XCiT)", 1);
     test_model_file("soft", "soft.official.pth", "official SOFT", 0);
     test_layout_refusals();
+    test_missing_batch_counters("xcit_xca_lpi", NULL);
+    test_missing_batch_counters("soft", NULL);
+    test_missing_batch_counters("xcit_xca_lpi", "xcit_xca_lpi.no_counters.pth");
+    test_missing_batch_counters("soft", "soft.no_counters.pth");
     printf("hostile input:\n");
     test_crafted();
     test_containers();

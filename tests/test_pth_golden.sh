@@ -38,6 +38,14 @@ dump_case vit_mixed_msa_sima "$PTH/vit_mixed_msa_sima.deit_train.pth" 'official 
 dump_case vit_sima_l1_avgpool_gray "$PTH/vit_sima_l1_avgpool_gray.legacy.pth" 'official DeiT'
 dump_case xcit_xca_nolpi_p16 "$PTH/xcit_xca_nolpi_p16.timm.pth" 'timm XCiT layout'
 dump_case xcit_sima_l2_nolpi "$PTH/xcit_sima_l2_nolpi.official_ddp.pth" "official SimA \(XCiT\) layout \(DistributedDataParallel 'module.' prefix removed\)"
+# Without BatchNorm's num_batches_tracked counters (dropped by some converters): the same
+# results, and one line saying the counters were set to 0.
+for c in xcit_xca_lpi soft; do
+  dump_case $c "$PTH/$c.no_counters.pth" ''
+  out=$("$SFVIT" dump "$GOLD/$c/config.yaml" --weights "$PTH/$c.no_counters.pth" --input "$GOLD/$c/input.safetensors" \
+        --out "$c.nc.safetensors" 2>&1)
+  check "$c.no_counters.pth: says the counters were set to 0" grep -q "num_batches_tracked counters are not in the file; set to 0" <<< "$out"
+done
 dump_case soft "$PTH/soft.official.pth" 'official SOFT layout'
 
 # convert: plain (the file's own names), then for the model (sfvit names + config).

@@ -117,7 +117,7 @@ static char *read_text(const char *path) {
 static int write_atomic(const char *path, void (*fill)(FILE *, const void *), const void *arg) {
     if (sf_dist_rank() != 0) return 0;
     char tmp[SF_PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return sf_error("path too long: %s", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return sf_error("cannot write %s: %s", tmp, strerror(errno));
     fill(f, arg);
@@ -655,6 +655,7 @@ int sf_cmd_ablate(int argc, char **argv) {
         }
         printf("\n=== cell %d/%d: %s seed %llu ===\n", i + 1, s.n_cells, name, c->seed);
         fflush(stdout);
+        sf_test_hold("cell %d", i + 1);
         int r = cell_run(&s, c);
         if (r == RUN_ERROR) worst = 1;
         interrupted = r == RUN_INTERRUPTED;

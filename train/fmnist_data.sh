@@ -2,9 +2,12 @@
 # Builds sfvit if needed and imports Debian's Fashion-MNIST (dataset-fashion-mnist) once into
 # data/fmnist/{train,val}/<class>/*.png; a finished import is marked by data/fmnist/.complete,
 # so an interrupted one starts over. Used by train/fmnist.sh and train/finetune_example.sh.
+# build/ is a release build for this CPU whoever configured it first (the test command
+# builds in build-test/ and leaves it alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f build/build.ninja ] || meson setup build --buildtype=release
+opts=(--buildtype=release -Dnative=true -Dwerror=false)
+if [ -f build/build.ninja ]; then meson configure build "${opts[@]}" > /dev/null; else meson setup build "${opts[@]}"; fi
 ninja -C build sfvit > /dev/null
 src=/usr/share/datasets/fashion-mnist
 if [ ! -f data/fmnist/.complete ]; then

@@ -42,6 +42,10 @@ static void on_stop_signal(int sig) {
         _exit(128 + sig);
     }
     g_stop_requested = 1;
+    static const char msg[] = "\nsfvit: stopping after this step (a second signal exits at once)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    sf_test_hold_release();
 }
 
 static void install_signal_handlers(void) {
@@ -698,6 +702,7 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
     const int first_step = step;
     sf_batch b;
     while ((got = sf_loader_next(r->train_loader, &b)) > 0) {
+        sf_test_hold("step %ld", r->st.global_step + 1);
         r->g.training = 1;
         r->g.grad_enabled = 1;
         step_rng_begin(&r->g, &r->st.drop_rng, r->rank, r->world);  // MPI: per-rank masks

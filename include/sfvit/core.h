@@ -69,4 +69,18 @@ int sf_gemm_split_enabled(void);
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);
 
+/* Test hook, so tests synchronize on events instead of guessing how long a step takes.
+ * SFVIT_TEST_HOLD="POINT;POINT;..." arms the listed points one after another: when the
+ * process reaches the armed point (the formatted string equals it), it prints
+ * "sfvit test hook: held at POINT" on stderr and waits there until a signal handler calls
+ * sf_test_hold_release() (SIGINT/SIGTERM in training) or the process is killed; then the
+ * next point is armed. A point written "pass POINT" is only reached, not held:
+ * "pass step 5;write last.safetensors" holds in the checkpoint write after update 5.
+ * Points: "step N" before update N begins (trainer), "write NAME" half-way through the data
+ * of an atomic write of the file NAME (before fsync and rename), "cell N" before the N-th
+ * cell of an ablation (1-based). Without the variable it costs a getenv per point. */
+void sf_test_hold(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Ends a hold; async-signal-safe, a no-op when nothing is held or armed. */
+void sf_test_hold_release(void);
+
 #endif

@@ -15,6 +15,8 @@ have:
   xcit_sima_l2_nolpi.official_ddp.pth    official XCiT/SimA names saved from a DistributedDataParallel
                                          model ("module." prefix), under "model" next to "model_ema"
   soft.official.pth                      official SOFT names, {"model": state_dict, "epoch"}
+  xcit_xca_lpi.no_counters.pth, soft.no_counters.pth   plain state_dicts without BatchNorm's
+                                         num_batches_tracked entries
 Reader fixtures (expected values in views.safetensors, written with the same numbers):
   views.pth       transposed, offset, strided and storage-sharing tensors, a Parameter, every dtype
   views.legacy.pth  the same in the legacy format
@@ -130,6 +132,17 @@ def model_files():
     # Official SOFT.
     m = golden_model("soft")
     sizes["soft.official.pth"] = save({"model": f32_state_dict(m), "epoch": 299}, "soft.official.pth")
+    sizes.update(no_counter_files())
+    return sizes
+
+
+def no_counter_files():
+    """State dicts without BatchNorm's num_batches_tracked, as some converters write them."""
+    sizes = {}
+    for case in ["xcit_xca_lpi", "soft"]:
+        sd = collections.OrderedDict((k, v) for k, v in f32_state_dict(golden_model(case)).items()
+                                     if not k.endswith(".num_batches_tracked"))
+        sizes[case + ".no_counters.pth"] = save(sd, case + ".no_counters.pth")
     return sizes
 
 
