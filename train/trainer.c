@@ -204,8 +204,10 @@ typedef struct run_state {
     sf_rng drop_rng;
 } run_state;
 
+/* class_names: the training split's class folder names as a JSON array (id order), so
+ * `sfvit predict` and the C API (include/sfvit.h) can name what a checkpoint predicts. */
 static int save_checkpoint(const char *path, const sf_params *ps, const run_state *st,
-                           const char *config_text, int with_optim) {
+                           const char *config_text, const char *class_names, int with_optim) {
     char epoch[32], step[32], gstep[32], best[32], rng[80];
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
     snprintf(step, sizeof step, "%d", st->step_in_epoch);
@@ -214,14 +216,14 @@ static int save_checkpoint(const char *path, const sf_params *ps, const run_stat
     rng_to_hex(&st->drop_rng, rng, sizeof rng);
     const sf_kv meta[] = {{"format", "sfvit-1"},       {"config", config_text}, {"epoch", epoch},
                           {"step_in_epoch", step},     {"global_step", gstep},  {"best_top1", best},
-                          {"rng_drop", rng}};
+                          {"rng_drop", rng},           {SF_CKPT_META_CLASS_NAMES, class_names}};
     return sf_checkpoint_save(path, ps, with_optim, meta, (int)(sizeof meta / sizeof meta[0]));
 }
 
 /* MPI: rank 0 writes; every rank learns whether it worked (so all stop together). */
 static int save_on_rank0(const char *path, const sf_params *ps, const run_state *st,
-                         const char *config_text, int with_optim) {
-    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, with_optim) : 0;
+                         const char *config_text, const char *class_names, int with_optim) {
+    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, class_names, with_optim) : 0;
     return sf_dist_all_ok(rc == 0) ? 0 : -1;
 }
 
@@ -359,6 +361,7 @@ typedef struct run {
     char path_last[SF_PATH_MAX + 32], path_best[SF_PATH_MAX + 32], path_ema[SF_PATH_MAX + 32];
     char path_cfg[SF_PATH_MAX + 32], path_log[SF_PATH_MAX + 32], path_csv[SF_PATH_MAX + 32];
     char *config_text;          /* the resolved config.yaml, stored in every checkpoint */
+    char *class_names;          /* JSON array of the training classes, stored in every checkpoint */
     sf_dataset train_ds, val_ds, val_slice;  /* val_slice: MPI, this rank's part of val_ds */
     sf_loader *train_loader, *val_loader;
     sf_model *model;
@@ -439,6 +442,7 @@ static int run_open_data(run *r) {
         sf_hint("set model.num_classes=%d", r->train_ds.num_classes);
         return -1;
     }
+    r->class_names = sf_class_names_json(r->train_ds.class_names, r->train_ds.num_classes);
     if (r->val_ds.count < r->world)
         return sf_error("%s/%s: %d images for %d ranks", c->data.root, c->data.val_split, r->val_ds.count, r->world);
     sf_loader_opts lo = {
@@ -614,6 +618,7 @@ static void run_free(run *r) {
     sf_ctx_free(&r->g);
     free(r->ema);
     free(r->config_text);
+    free(r->class_names);
 }
 
 /* One micro-batch: forward, loss, backward, and the NaN/Inf check of loss and gradients.
@@ -679,11 +684,11 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
 static int save_checkpoints(run *r) {
     if (r->ema) {
         ema_swap(r);
-        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, 0);
+        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, r->class_names, 0);
         ema_swap(r);
         if (rc != 0) return SF_TRAIN_ERROR;
     }
-    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, r->class_names, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
 }
 
 /* The steps of one epoch, from st.step_in_epoch until its end, a stop signal, train.max_steps
@@ -782,7 +787,7 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
         if (ev.top1 > r->st.best_top1) r->st.best_top1 = (float)ev.top1;
         r->st.epoch = epoch + 1;
         r->st.step_in_epoch = 0;
-        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, 0) != 0) return SF_TRAIN_ERROR;
+        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, r->class_names, 0) != 0) return SF_TRAIN_ERROR;
     }
     return SF_TRAIN_OK;
 }
