@@ -42,6 +42,14 @@ PY
 ev=$("$SFVIT" eval $CK --data fm 2>&1 | grep -o 'top-1 [0-9.]*' | awk '{print $2}')
 check "predict top-1 $acc% = eval top-1 $ev%" test "$acc" = "$ev"
 
+# ---- the C API example (examples/classify.c, built next to sfvit) gives the same top-1 ----
+CLASSIFY=$(dirname "$SFVIT")/examples/classify
+out=$("$CLASSIFY" $CK "$img" 2>&1); rc=$?
+echo "$out"
+first=$("$SFVIT" predict $CK "$img" --topk 1 | awk '/^ +1\./{print $2}')
+check "examples/classify exits 0" test $rc -eq 0
+check "examples/classify top-1 = predict's ($first)" grep -q "^1\. $first " <<< "$out"
+
 # ---- JPEG inputs (RGB and progressive; decoded by content, converted to the model's 1 channel) ----
 out=$("$SFVIT" predict $CK "$ROOT/tests/fuzz/corpus/image/rgb.jpg" "$ROOT/tests/fuzz/corpus/image/progressive.jpg" --topk 1 2>&1); rc=$?
 check "JPEGs are classified" test $rc -eq 0
