@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
+#include "sfvit/tensorboard.h"
 #include "sfvit/dist.h"
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
@@ -369,6 +370,7 @@ typedef struct run {
     float *ema;                 /* (ps.total) EMA of every value of ps.data, or NULL */
     sf_ctx g;
     FILE *flog, *fcsv;
+    sf_tb_writer *tb;           /* train.tensorboard: the same scalars as TensorBoard events (rank 0) */
     run_state st;
     long steps_this_run;
     int stopped_by_signal;
@@ -548,6 +550,7 @@ static int run_open_logs(run *r) {
     r->flog = fopen(r->rank == 0 ? r->path_log : "/dev/null", "a");
     r->fcsv = fopen(r->rank == 0 ? r->path_csv : "/dev/null", r->resume_dir ? "a" : "w");
     if (!r->flog || !r->fcsv) return sf_error("cannot write logs in %s: %s", r->dir, strerror(errno));
+    if (r->cfg.train.tensorboard && r->rank == 0 && !(r->tb = sf_tb_open(r->dir))) return -1;
     if (!r->resume_dir)
         fprintf(r->fcsv, "epoch,train_loss,val_loss,top1,top5,lr,seconds,skipped,train_top1%s\n",
                 r->ema ? ",ema_val_loss,ema_top1,ema_top5" : "");
@@ -608,6 +611,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
 
 static void run_free(run *r) {
     if (r->flog) fclose(r->flog);
+    sf_tb_close(r->tb);
     if (r->fcsv) fclose(r->fcsv);
     if (r->train_loader) sf_loader_free(r->train_loader);
     if (r->val_loader) sf_loader_free(r->val_loader);
@@ -659,6 +663,12 @@ static void update(run *r, float lr) {
     if (r->ema) sf_params_ema_update(&r->ps, r->ema, r->cfg.train.ema_decay);
 }
 
+static void tb_stop(run *r) {
+    sf_warn("TensorBoard events stop here; log.jsonl goes on");
+    sf_tb_close(r->tb);
+    r->tb = NULL;
+}
+
 static void log_step(run *r, int epoch, int step, double loss, int n, double t_window, double t_epoch,
                      int first_step, float lr) {
     double dt = sf_now() - t_window;
@@ -677,6 +687,14 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
             "{\"step\":%ld,\"epoch\":%d,\"batch\":%d,\"loss\":%.6f,\"lr\":%.6e,\"img_per_s\":%.2f,\"stall_s\":%.3f%s}\n",
             r->st.global_step, epoch, step, loss / n, lr, img_s, stall, nr);
     fflush(r->flog);
+    if (r->tb) {  // a failed event write is reported once and ends the TensorBoard log, not the run
+        const long s = r->st.global_step;
+        int rc = sf_tb_scalar(r->tb, "train/loss", s, (float)(loss / n)) | sf_tb_scalar(r->tb, "train/lr", s, lr) |
+                 sf_tb_scalar(r->tb, "train/img_per_s", s, (float)img_s) |
+                 sf_tb_scalar(r->tb, "train/stall_s", s, (float)stall);
+        if (r->log_nr) rc |= sf_tb_scalar(r->tb, "train/nr_residual", s, res);
+        if (rc) tb_stop(r);
+    }
 }
 
 /* last.safetensors with the optimizer moments, and ema.safetensors (the same state in its
@@ -775,6 +793,15 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
     if (r->ema) fprintf(r->flog, ",\"ema_val_loss\":%.6f,\"ema_top1\":%.4f,\"ema_top5\":%.4f", ee.loss, ee.top1, ee.top5);
     fprintf(r->flog, "}\n");
     fflush(r->flog);
+    if (r->tb) {  // per epoch, at the global step the epoch ended on
+        const long s = r->st.global_step;
+        int rc = sf_tb_scalar(r->tb, "val/loss", s, (float)ev.loss) | sf_tb_scalar(r->tb, "val/top1", s, (float)ev.top1) |
+                 sf_tb_scalar(r->tb, "val/top5", s, (float)ev.top5) |
+                 sf_tb_scalar(r->tb, "train/epoch_loss", s, (float)train_loss);
+        if (es->train_seen) rc |= sf_tb_scalar(r->tb, "train/top1", s, (float)(100.0 * es->train_correct / es->train_seen));
+        if (r->ema) rc |= sf_tb_scalar(r->tb, "ema/top1", s, (float)ee.top1);
+        if (rc) tb_stop(r);
+    }
     fprintf(r->fcsv, "%d,%.6f,%.6f,%.4f,%.4f,%.6e,%.1f,%d,%.4f", epoch + 1, train_loss, ev.loss, ev.top1, ev.top5,
             es->lr, sf_now() - es->t0, skipped, es->train_seen ? 100.0 * es->train_correct / es->train_seen : 0.0);
     if (r->ema) fprintf(r->fcsv, ",%.6f,%.4f,%.4f", ee.loss, ee.top1, ee.top5);
