@@ -1,7 +1,7 @@
 /* onnx.c — `sfvit export`: a model as an ONNX graph (opset 17, IR version 8) built from its
  * config and the parameter store, written with the small protobuf encoder (protobuf.h).
  *
- * The graph follows the eval forward of vit.c and xcit.c op for op: weights are
+ * The graph follows the eval forward of vit.c, xcit.c and soft.c op for op: weights are
  * initializers under their timm names (Linear weights transposed once, named
  * "<name>.T", so a Linear is MatMul + Add), the batch dimension is symbolic ("batch"),
  * BatchNorm uses its running statistics, GELU is its Erf formula 0.5·x·(1 + erf(x/√2))
@@ -9,9 +9,13 @@
  * emitted in the order the eval forward uses (cfg sima_order, `auto` resolved as
  * sf_sima_resolve does), so the graph has no Exp or Softmax where the model has none.
  *
- * Deliberately not here: SOFT/SOFT++ (the Gaussian kernel and Newton–Raphson inverse are
- * not written as ONNX yet: the export refuses them by name), training-only parts (dropout,
- * drop path), any graph optimization (ONNX Runtime folds constants itself).
+ * SOFT/SOFT++: the Gaussian kernel in its expanded form, the Newton–Raphson iterations
+ * unrolled (model.nr_iters of them, master init), SOFT++'s degree normalization.
+ *
+ * Deliberately not here: SOFT's paper NR init (a data-dependent loop) and positional
+ * embeddings resized in the forward (both refused by name), the NaN guard of sf_nr_pinv for a
+ * non-positive row sum, training-only parts (dropout, drop path), any graph optimization
+ * (ONNX Runtime folds constants itself).
  *
  * Dimension legend: B batch, N tokens, C channels, H heads, D head dim, K classes.
  */
@@ -227,6 +231,14 @@ static const char *gelu(graph *g, const char *x) {
     return OP(g, "Mul", OP(g, "Mul", x, const_f32(g, 0.5f)), OP(g, "Add", e, const_f32(g, 1.0f)));
 }
 
+/* GELU, tanh form: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as sf_gelu_tanh. */
+static const char *gelu_tanh(graph *g, const char *x) {
+    const char *x3 = OP(g, "Mul", OP(g, "Mul", x, x), x);
+    const char *u = OP(g, "Mul", OP(g, "Add", x, OP(g, "Mul", x3, const_f32(g, 0.044715f))),
+                       const_f32(g, 0.79788456080286535588f));
+    return OP(g, "Mul", OP(g, "Mul", x, const_f32(g, 0.5f)), OP(g, "Add", OP(g, "Tanh", u), const_f32(g, 1.0f)));
+}
+
 static const char *act(graph *g, sf_act a, const char *x) { return a == SF_ACT_RELU ? OP(g, "Relu", x) : gelu(g, x); }
 
 static const char *mlp(graph *g, const char *prefix, sf_act a, const char *x) {
@@ -252,15 +264,26 @@ static const char *token_norm(graph *g, const char *x, sf_attn_norm norm, float 
     return OP(g, "Div", x, OP(g, "Max", s, const_f32(g, eps)));
 }
 
-/* (B, N, C) -> q, k, v (B, H, N, D) from a fused qkv output with order [3][H][D]. */
-static void split_qkv(graph *g, const char *qkv, int H, int D, const char **q, const char **k, const char **v) {
-    const char *r = OP(g, "Reshape", qkv, I64S(g, 0, 0, 3, H, D));  // (B, N, 3, H, D)
+/* (B, N, parts·C) -> parts tensors (B, H, N, D) from a fused output with order
+ * [parts][H][D] (sf_heads_split); one part is a plain head split. */
+static void split_heads(graph *g, const char *x, int parts, int H, int D, const char **out) {
+    if (parts == 1) {
+        out[0] = transpose(g, OP(g, "Reshape", x, I64S(g, 0, 0, H, D)), 0, 2, 1, 3, 4);
+        return;
+    }
+    const char *r = OP(g, "Reshape", x, I64S(g, 0, 0, parts, H, D));  // (B, N, parts, H, D)
     attr at[] = {AINTS("perm", 2, 0, 3, 1, 4)};
-    const char *t = OPA(g, "Transpose", at, r);                      // (3, B, H, N, D)
+    const char *t = OPA(g, "Transpose", at, r);                        // (parts, B, H, N, D)
     attr ax[] = {AI("axis", 0)};
-    *q = OPA(g, "Gather", ax, t, I64SCALAR(g, 0));
-    *k = OPA(g, "Gather", ax, t, I64SCALAR(g, 1));
-    *v = OPA(g, "Gather", ax, t, I64SCALAR(g, 2));
+    for (int i = 0; i < parts; i++) out[i] = OPA(g, "Gather", ax, t, I64SCALAR(g, i));
+}
+
+static void split_qkv(graph *g, const char *qkv, int H, int D, const char **q, const char **k, const char **v) {
+    const char *o[3];
+    split_heads(g, qkv, 3, H, D, o);
+    *q = o[0];
+    *k = o[1];
+    *v = o[2];
 }
 
 /* (B, H, N, D) -> (B, N, H·D). */
@@ -426,6 +449,151 @@ static const char *xcit_graph(graph *g, const sf_model_cfg *c, const char *image
     return linear(g, "head", OPA(g, "Gather", ax, t, I64SCALAR(g, 0)));
 }
 
+
+/* ---- SOFT / SOFT++ (soft.c) ---- */
+
+/* Gaussian kernel (sf_gauss_kernel, c = 1): S_ij = exp(−(‖q_i‖² + ‖l_j‖² − 2 q_i·l_j) / 2),
+ * the distance in the same expanded form. q (B, H, n, D), l (B, H, M, D) -> (B, H, n, M). */
+static const char *gauss_kernel(graph *g, const char *q, const char *l) {
+    attr at[] = {AINTS("axes", -1), AI("keepdims", 1)};
+    const char *qn = OPA(g, "ReduceSumSquare", at, q);                                     // (B, H, n, 1)
+    const char *ln = transpose(g, OPA(g, "ReduceSumSquare", at, l), 0, 1, 3, 2, 4);        // (B, H, 1, M)
+    const char *dot = OP(g, "MatMul", q, transpose(g, l, 0, 1, 3, 2, 4));                  // (B, H, n, M)
+    const char *d = OP(g, "Sub", OP(g, "Add", qn, ln), OP(g, "Mul", dot, const_f32(g, 2.0f)));
+    return OP(g, "Exp", OP(g, "Mul", d, const_f32(g, -0.5f)));
+}
+
+/* Newton–Raphson pseudo-inverse, master init (sf_nr_pinv): P = A + 0.01 I,
+ * alpha = 0.9·2 / (max row sum of A)², V₀ = alpha P, V ← 2V − V(PV), unrolled `iters` times.
+ * a (B, H, M, M). */
+static const char *nr_pinv(graph *g, const char *a, int M, int iters) {
+    float *eye = sf_calloc((size_t)M * M, sizeof(float));  // (M, M) 0.01 I
+    for (int i = 0; i < M; i++) eye[(size_t)i * M + i] = 0.01f;
+    char name[48];
+    snprintf(name, sizeof name, "const.eye%d", g->n_values++);
+    const char *eye_name = keep_name(g, sf_strdup(name));
+    add_init(g, eye_name, DTYPE_FLOAT, 2, (int64_t[]){M, M}, eye, (size_t)M * M * sizeof(float));
+    free(eye);
+    const char *p = OP(g, "Add", a, eye_name);
+    const char *rows = OP(g, "ReduceSum", a, I64S(g, -1));                       // (B, H, M, 1)
+    attr mx[] = {AINTS("axes", -2), AI("keepdims", 1)};
+    const char *rmax = OPA(g, "ReduceMax", mx, rows);                             // (B, H, 1, 1)
+    const char *alpha = OP(g, "Div", const_f32(g, 0.9f * 2.0f), OP(g, "Mul", rmax, rmax));
+    const char *v = OP(g, "Mul", p, alpha);
+    for (int k = 0; k < iters; k++) {
+        const char *t = OP(g, "MatMul", p, v);
+        v = OP(g, "Sub", OP(g, "Mul", v, const_f32(g, 2.0f)), OP(g, "MatMul", v, t));
+    }
+    return v;
+}
+
+/* SOFT++ (sf_soft_symnorm): D^−½ NR(A) D^−½ with d = A·1 from A itself. */
+static const char *soft_symnorm(graph *g, const char *a, int M, int iters) {
+    const char *y = nr_pinv(g, a, M, iters);
+    const char *u = OP(g, "Reciprocal", OP(g, "Sqrt", OP(g, "ReduceSum", a, I64S(g, -1))));  // (B, H, M, 1)
+    return OP(g, "Mul", OP(g, "Mul", u, y), transpose(g, u, 0, 1, 3, 2, 4));
+}
+
+/* One SOFT layer (soft_layer_fwd with soft_core) on x (B, n, C) of an Hs x Ws grid. */
+static const char *soft_layer(graph *g, const sf_model_cfg *c, int st, int i, const char *x, int Hs, int Ws) {
+    static const int ratio[3] = {8, 4, 2}, vconv[3] = {9, 5, 3};  // soft.c soft_ratio / soft_vconv
+    const int C = c->embed_dims[st], H = c->stage_heads[st], D = C / H, n = Hs * Ws;
+    const int r = ratio[st], hs = (Hs - r) / r + 1, ws = (Ws - r) / r + 1, M = hs * ws;
+    char p[128], q2[192];
+    snprintf(p, sizeof p, "block%d.%d.att.", st + 1, i);
+    const char *Q, *V;
+    split_heads(g, linear(g, fmt(q2, sizeof q2, p, "mha.W_q"), x), 1, H, D, &Q);
+    split_heads(g, linear(g, fmt(q2, sizeof q2, p, "mha.W_v"), x), 1, H, D, &V);
+    Q = OP(g, "Mul", Q, const_f32(g, 1.0f / sqrtf(sqrtf((float)D))));                        // (B, H, n, D)
+    const char *li = OP(g, "Reshape", transpose(g, Q, 0, 1, 3, 2, 4), I64S(g, -1, D, Hs, Ws)); // (B·H, D, Hs, Ws)
+    li = conv(g, fmt(q2, sizeof q2, p, "mha.attn.Qlandmark_op"), li, r, r, 0, 1, 0);           // (B·H, D, hs, ws)
+    const char *L = transpose(g, OP(g, "Reshape", li, I64S(g, -1, H, D, M)), 0, 1, 3, 2, 4);   // (B, H, M, D)
+    L = gelu(g, layernorm(g, fmt(q2, sizeof q2, p, "mha.attn.Qnorm_act.0"), L, 1e-5f));
+    const char *K1 = gauss_kernel(g, Q, L), *K2 = gauss_kernel(g, L, L);
+    const char *Z = c->attn_norm == SF_NORM_SYMMETRIC ? soft_symnorm(g, K2, M, c->nr_iters) : nr_pinv(g, K2, M, c->nr_iters);
+    const char *T = OP(g, "MatMul", transpose(g, K1, 0, 1, 3, 2, 4), V);                       // (B, H, M, D)
+    const char *X = OP(g, "MatMul", OP(g, "MatMul", K1, Z), T);                                 // (B, H, n, D)
+    /* V conv: V as (B·D, H, Hs, Ws), one kernel per head shared over D */
+    const int k = vconv[st];
+    const char *vc = OP(g, "Reshape", transpose(g, V, 0, 3, 1, 2, 4), I64S(g, -1, H, Hs, Ws));
+    vc = conv(g, fmt(q2, sizeof q2, p, "mha.attn.conv"), vc, k, 1, k / 2, H, 0);
+    vc = transpose(g, OP(g, "Reshape", vc, I64S(g, -1, D, H, n)), 0, 2, 3, 1, 4);              // (B, H, n, D)
+    const char *a = linear(g, fmt(q2, sizeof q2, p, "mha.ff"), merge_heads(g, OP(g, "Add", X, vc)));
+    const char *h = layernorm(g, fmt(q2, sizeof q2, p, "norm1"), OP(g, "Add", a, x), 1e-5f);
+    const char *f = linear(g, fmt(q2, sizeof q2, p, "ff2"), gelu_tanh(g, linear(g, fmt(q2, sizeof q2, p, "ff1"), h)));
+    return layernorm(g, fmt(q2, sizeof q2, p, "norm2"), OP(g, "Add", f, h), 1e-5f);
+}
+
+/* Stage 4 block (block4_fwd): pre-norm softmax MSA with separate q and kv Linears. */
+static const char *soft_block4(graph *g, const sf_model_cfg *c, int i, const char *x) {
+    const int C = c->embed_dims[3], H = c->stage_heads[3], D = C / H;
+    char p[64], q2[128];
+    snprintf(p, sizeof p, "block4.%d.", i);
+    const char *u = layernorm(g, fmt(q2, sizeof q2, p, "norm1"), x, 1e-6f);
+    const char *q, *kv[2];
+    split_heads(g, linear(g, fmt(q2, sizeof q2, p, "attn.q"), u), 1, H, D, &q);
+    split_heads(g, linear(g, fmt(q2, sizeof q2, p, "attn.kv"), u), 2, H, D, kv);
+    const char *o = msa(g, q, kv[0], kv[1], 1.0f / sqrtf((float)D));
+    x = OP(g, "Add", x, linear(g, fmt(q2, sizeof q2, p, "attn.proj"), merge_heads(g, o)));
+    return OP(g, "Add", x, mlp(g, fmt(q2, sizeof q2, p, "mlp."), c->act, layernorm(g, fmt(q2, sizeof q2, p, "norm2"), x, 1e-6f)));
+}
+
+static int conv_out(int size, int k, int stride, int pad) { return (size + 2 * pad - k) / stride + 1; }
+
+static const char *soft_graph(graph *g, const sf_model_cfg *c, const char *images) {
+    char p[64];
+    const char *h = images;
+    int side = c->img_size;
+    static const int stem_stride[3] = {2, 1, 2};
+    for (int u = 0; u < 3; u++) {
+        snprintf(p, sizeof p, "patch_embed1.proj.%d", 3 * u);
+        h = conv(g, p, h, 3, stem_stride[u], 1, 1, 1);
+        snprintf(p, sizeof p, "patch_embed1.proj.%d", 3 * u + 1);
+        h = OP(g, "Relu", batchnorm(g, p, h));
+        side = conv_out(side, 3, stem_stride[u], 1);
+    }
+    const char *x = NULL;
+    for (int st = 0; st < 4; st++) {
+        const int C = c->embed_dims[st];
+        if (st > 0) {
+            h = OP(g, "Reshape", transpose(g, x, 0, 2, 1, 0, 3), I64S(g, 0, c->embed_dims[st - 1], side, side));
+            snprintf(p, sizeof p, "patch_embed%d.proj.0", st + 1);
+            h = conv(g, p, h, 3, 2, 1, 1, 1);
+            snprintf(p, sizeof p, "patch_embed%d.proj.1", st + 1);
+            h = OP(g, "Relu", batchnorm(g, p, h));
+            side = conv_out(side, 3, 2, 1);
+        }
+        x = tokens_from_image(g, h, C);
+        snprintf(p, sizeof p, "pos_embed%d", st + 1);
+        if (st == 3) x = prepend_cls(g, images, x, C);
+        x = OP(g, "Add", x, weight(g, p));
+        for (int i = 0; i < c->depths[st]; i++)
+            x = st < 3 ? soft_layer(g, c, st, i, x, side, side) : soft_block4(g, c, i, x);
+    }
+    x = layernorm(g, "norm", x, 1e-6f);
+    attr ax[] = {AI("axis", 1)};
+    return linear(g, "head", OPA(g, "Gather", ax, x, I64SCALAR(g, 0)));
+}
+
+/* What the SOFT graph cannot express yet, or NULL: the paper's NR init halves alpha in a
+ * data-dependent loop, and a positional embedding built for another grid is resized. */
+static const char *soft_unsupported(const sf_model_cfg *c, sf_params *ps) {
+    if (c->nr_init == SF_NR_PAPER)
+        return "model.nr_init=paper (its alpha halving is a data-dependent loop; master is exported)";
+    int side = c->img_size;
+    static const int stem_stride[3] = {2, 1, 2};
+    for (int u = 0; u < 3; u++) side = conv_out(side, 3, stem_stride[u], 1);
+    for (int st = 0; st < 4; st++) {
+        if (st > 0) side = conv_out(side, 3, 2, 1);
+        char name[32];
+        snprintf(name, sizeof name, "pos_embed%d", st + 1);
+        sf_param *p = sf_params_find(ps, name);
+        if (!p || p->t->shape[1] != side * side + (st == 3))
+            return "a positional embedding built for another grid than model.img_size gives (resized in the forward)";
+    }
+    return NULL;
+}
+
 /* ---- the model file ---- */
 
 /* ValueInfoProto of a float tensor whose first dimension is the symbolic "batch". */
@@ -456,15 +624,16 @@ static void value_info(sf_pb *out, int field, const char *name, int ndim, const 
 }
 
 int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path, sf_onnx_stats *st) {
-    if (c->family == SF_FAMILY_SOFT)
-        return sf_error("%s: SOFT/SOFT++ models have no ONNX export yet (the Gaussian kernel and the "
-                        "Newton-Raphson inverse are not written as ONNX nodes)", path);
+    const char *why = c->family == SF_FAMILY_SOFT ? soft_unsupported(c, ps) : NULL;
+    if (why) return sf_error("%s: this SOFT model has no ONNX form yet: %s", path, why);
     graph g = {.ps = ps};
     sf_pb_init(&g.nodes);
     sf_pb_init(&g.inits);
     sf_pb_init(&g.tmp);
     sf_pb_init(&g.tmp2);
-    const char *logits = c->family == SF_FAMILY_XCIT ? xcit_graph(&g, c, "images") : vit_graph(&g, c, "images");
+    const char *logits = c->family == SF_FAMILY_XCIT   ? xcit_graph(&g, c, "images")
+                         : c->family == SF_FAMILY_SOFT ? soft_graph(&g, c, "images")
+                                                       : vit_graph(&g, c, "images");
     /* The last node's output is renamed by an Identity, so the graph output is "logits". */
     sf_pb *n = &g.tmp;
     sf_pb_reset(n);

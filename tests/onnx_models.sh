@@ -4,24 +4,31 @@
 # one random normalized input batch for `sfvit dump` and ONNX Runtime alike.
 # Needs: lib.sh sourced, $SFVIT and $ROOT set, the working folder current.
 
-# name | base config | overrides (the tiny sizes keep each export and run well under a second)
+# name | base config (train/configs/ or the working folder) | image side | overrides
+# (the tiny sizes keep each export and run well under a second)
 ONNX_MODELS=(
-  "vit_msa|fmnist_tiny.yaml|model.attn=msa"
-  "vit_sima_l1_auto|fmnist_tiny.yaml|model.attn=sima model.attn_norm=l1"
-  "vit_sima_l2_qk_first_avg|fmnist_tiny.yaml|model.attn=sima model.attn_norm=l2 model.sima_order=qk_first model.global_pool=avg"
-  "vit_relu_none|fmnist_tiny.yaml|model.attn=sima model.attn_norm=none model.act=relu"
-  "xcit_xca_p8|fmnist_sima.yaml|model.attn=xca model.embed_dim=32 model.depth=1 model.num_heads=2"
-  "xcit_sima_p8|fmnist_sima.yaml|model.attn=sima model.embed_dim=32 model.depth=1 model.num_heads=2"
-  "xcit_sima_p16_nolpi|fmnist_sima.yaml|model.name=xcit_tiny_12_p16 model.num_classes=10 model.in_chans=1 model.attn=sima model.attn_norm=l2 model.embed_dim=32 model.depth=2 model.num_heads=2 model.lpi=false"
+  "vit_msa|fmnist_tiny.yaml|28|model.attn=msa"
+  "vit_sima_l1_auto|fmnist_tiny.yaml|28|model.attn=sima model.attn_norm=l1"
+  "vit_sima_l2_qk_first_avg|fmnist_tiny.yaml|28|model.attn=sima model.attn_norm=l2 model.sima_order=qk_first model.global_pool=avg"
+  "vit_relu_none|fmnist_tiny.yaml|28|model.attn=sima model.attn_norm=none model.act=relu"
+  "xcit_xca_p8|fmnist_sima.yaml|32|model.attn=xca model.embed_dim=32 model.depth=1 model.num_heads=2"
+  "xcit_sima_p8|fmnist_sima.yaml|32|model.attn=sima model.embed_dim=32 model.depth=1 model.num_heads=2"
+  "xcit_sima_p16_nolpi|fmnist_sima.yaml|32|model.name=xcit_tiny_12_p16 model.num_classes=10 model.in_chans=1 model.attn=sima model.attn_norm=l2 model.embed_dim=32 model.depth=2 model.num_heads=2 model.lpi=false"
+  "soft|soft_small.yaml|32|model.attn_norm=none"
+  "soft_pp|soft_small.yaml|32|model.attn_norm=symmetric"
 )
 
 # onnx_make_checkpoints: runs/<name>/last.safetensors for every model above.
 onnx_make_checkpoints() {
   fmnist_subset "$SFVIT" "$ROOT" 256 128
+  # a SOFT pyramid small enough for the test: 32 px -> grids 8, 4, 2, 1
+  printf 'base: %s\nmodel:\n  name: soft_tiny\n  in_chans: 1\n  num_classes: 10\n  embed_dims: [16, 32, 32, 64]\n  depths: [1, 1, 1, 1]\n  num_heads: [2, 2, 2, 2]\n' \
+    "$ROOT/train/configs/fmnist_tiny.yaml" > soft_small.yaml
   for m in "${ONNX_MODELS[@]}"; do
-    IFS='|' read -r name base over <<< "$m"
+    IFS='|' read -r name base S over <<< "$m"
+    [ -f "$base" ] || base=$ROOT/train/configs/$base
     # shellcheck disable=SC2086
-    "$SFVIT" train "$ROOT/train/configs/$base" $over model.img_size=$([[ $base == fmnist_sima.yaml ]] && echo 32 || echo 28) \
+    "$SFVIT" train "$base" $over model.img_size=$S \
       data.root=fm train.out=runs train.name=$name train.epochs=1 train.max_steps=2 train.batch_size=16 \
       train.eval_batch_size=16 train.threads=1 data.workers=1 > train_$name.log 2>&1
     check "$name: checkpoint" test -s runs/$name/last.safetensors

@@ -33,8 +33,7 @@ onnx_make_checkpoints
 onnx_input 3 1 28
 onnx_input 3 1 32
 for m in "${ONNX_MODELS[@]}"; do
-  IFS='|' read -r name base over <<< "$m"
-  S=$([[ $base == fmnist_sima.yaml ]] && echo 32 || echo 28)
+  IFS='|' read -r name base S over <<< "$m"
   "$SFVIT" export runs/$name/last.safetensors -o $name.onnx > /dev/null 2>&1
   "$SFVIT" dump runs/$name/config.yaml --weights runs/$name/last.safetensors --input in$S.safetensors \
     --out dump_$name.safetensors > /dev/null 2>&1

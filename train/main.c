@@ -50,7 +50,7 @@ static const struct command {
      "    Uses the checkpoint's eval transform (img_size, crop_pct, interpolation, mean/std).\n"},
     {"export", sf_cmd_export,
      "export CKPT -o model.onnx             the model as ONNX (opset 17, dynamic batch)\n"
-     "    DeiT/ViT and XCiT with any attention kind; prints node counts incl. Exp/Softmax/Erf/Tanh.\n"
+     "    DeiT/ViT, XCiT (any attention kind), SOFT/SOFT++; prints node counts incl. Exp/Softmax/Erf/Tanh.\n"
      "    [--config FILE.yaml] for a checkpoint without one.\n"},
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
