@@ -56,20 +56,31 @@ check "JPEGs are classified" test $rc -eq 0
 check "two JPEG results" test "$(grep -c '^ *1\. ' <<< "$out")" -eq 2
 
 # ---- a checkpoint written before class names were stored ----
-$PY - $CK old.safetensors <<'PY'
+drop_meta() { # IN OUT KEY: a copy of a checkpoint without one metadata key
+  $PY - "$@" <<'PY'
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
-del h["__metadata__"]["class_names"]
+del h["__metadata__"][sys.argv[3]]
 hb = json.dumps(h).encode()
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
 PY
+}
+drop_meta $CK old.safetensors class_names
 out=$("$SFVIT" predict old.safetensors "$img" --topk 2 2>&1); rc=$?
 echo "$out"
 check "old checkpoint: exits 0" test $rc -eq 0
 check "old checkpoint: says why there are no names" grep -q "stores no class names" <<< "$out"
 check "old checkpoint: prints class ids" grep -qE '^ +1\. class [0-9]' <<< "$out"
+
+# ---- a checkpoint without a config has no eval transform: named, with the way out ----
+drop_meta $CK noconfig.safetensors config
+out=$("$SFVIT" predict noconfig.safetensors "$img" 2>&1); rc=$?
+check "no config: exit 1" test $rc -eq 1
+check "no config: names the checkpoint and hints --config" grep -q "noconfig.safetensors.*no config" <<< "$out"
+out=$("$SFVIT" predict noconfig.safetensors "$img" --config runs/tiny/config.yaml --topk 1 2>&1); rc=$?
+check "no config: --config FILE.yaml gives the transform" test $rc -eq 0
 
 # ---- bad input ----
 echo "not an image" > broken.png
