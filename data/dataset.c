@@ -21,7 +21,7 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int has_image_ext(const char *name) {
+int sf_image_has_ext(const char *name) {
     const char *dot = strrchr(name, '.');
     if (!dot) return 0;
     return !strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg");
@@ -112,7 +112,7 @@ int sf_dataset_open(sf_dataset *ds, const char *root, const char *split) {
         }
         int nn = 0;
         while ((e = readdir(cd))) {
-            if (e->d_name[0] == '.' || !has_image_ext(e->d_name) || !entry_is_file(cdir, e))
+            if (e->d_name[0] == '.' || !sf_image_has_ext(e->d_name) || !entry_is_file(cdir, e))
                 continue;
             if (nn == names_cap) {
                 names_cap = names_cap ? names_cap * 2 : 1024;

@@ -99,6 +99,9 @@ int soft_build(sf_model *m, sf_params *ps);
 sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
 void soft_free(sf_model *m);
 
+/* XCiT's 64 Fourier position features of an Hp x Wp grid: out (64, Hp, Wp). */
+void mdl_xcit_fourier(float *out, int Hp, int Wp);
+
 /* Checks a config for the family's constraints (called by build and info). */
 int mdl_check_cfg(const sf_model_cfg *cfg);
 

@@ -140,8 +140,7 @@ void xcit_free(sf_model *m) {
  * count from 1; ŷ = i/(Hp+1e-6)·2π; channel k of pos_y is sin (k even) or cos (k odd) of
  * ŷ/10000^(2⌊k/2⌋/32); channels 0..31 pos_y, 32..63 pos_x. Float arithmetic in the same
  * order as the official PositionalEncodingFourier (float32 tensors). */
-static sf_tensor *fourier_features(sf_ctx *g, int Hp, int Wp) {
-    sf_tensor *f = sf_tensor_new4(g, 1, 64, Hp, Wp);  // (1, 64, Hp, Wp)
+void mdl_xcit_fourier(float *out, int Hp, int Wp) {
     const float scale = (float)(2.0 * M_PI), eps = 1e-6f;
     for (int k = 0; k < 32; k++) {
         float dim_t = powf(10000.0f, (float)(2 * (k / 2)) / 32.0f);
@@ -150,10 +149,15 @@ static sf_tensor *fourier_features(sf_ctx *g, int Hp, int Wp) {
                 float ye = (float)(i + 1) / ((float)Hp + eps) * scale;
                 float xe = (float)(j + 1) / ((float)Wp + eps) * scale;
                 float py = ye / dim_t, px = xe / dim_t;
-                f->data[((size_t)k * Hp + i) * Wp + j] = (k % 2 == 0) ? sinf(py) : cosf(py);
-                f->data[((size_t)(32 + k) * Hp + i) * Wp + j] = (k % 2 == 0) ? sinf(px) : cosf(px);
+                out[((size_t)k * Hp + i) * Wp + j] = (k % 2 == 0) ? sinf(py) : cosf(py);
+                out[((size_t)(32 + k) * Hp + i) * Wp + j] = (k % 2 == 0) ? sinf(px) : cosf(px);
             }
     }
+}
+
+static sf_tensor *fourier_features(sf_ctx *g, int Hp, int Wp) {
+    sf_tensor *f = sf_tensor_new4(g, 1, 64, Hp, Wp);  // (1, 64, Hp, Wp)
+    mdl_xcit_fourier(f->data, Hp, Wp);
     return f;
 }
 

@@ -10,6 +10,7 @@
  */
 #include "sfvit/checkpoint.h"
 
+#include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
@@ -305,4 +306,42 @@ void sf_ckpt_report_free(sf_ckpt_report *r) {
     free(r->meta);
     free(r->loaded);
     memset(r, 0, sizeof(*r));
+}
+
+/* ---- class names (metadata) ---- */
+
+char *sf_class_names_json(char *const *names, int n) {
+    cJSON *a = cJSON_CreateArray();
+    SF_ASSERT(a, "out of memory");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(names[i]));
+    char *text = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    SF_ASSERT(text, "out of memory");
+    char *out = sf_malloc(strlen(text) + 1);  // freed with free(), like every sf_malloc
+    strcpy(out, text);
+    cJSON_free(text);
+    return out;
+}
+
+int sf_class_names_parse(const char *json, char ***names) {
+    cJSON *a = cJSON_Parse(json);
+    int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+    for (int i = 0; i < n; i++)
+        if (!cJSON_IsString(cJSON_GetArrayItem(a, i))) n = -1;
+    *names = NULL;
+    if (n >= 0) {
+        *names = sf_calloc(n > 0 ? (size_t)n : 1, sizeof(char *));
+        for (int i = 0; i < n; i++) {
+            const char *v = cJSON_GetArrayItem(a, i)->valuestring;
+            (*names)[i] = sf_malloc(strlen(v) + 1);
+            strcpy((*names)[i], v);
+        }
+    }
+    cJSON_Delete(a);
+    return n;
+}
+
+void sf_class_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
 }

@@ -295,3 +295,29 @@ void sf_test_hold_release(void) {
         (void)w;
     }
 }
+
+int sf_write_file_atomic(const char *path, const void *data, size_t n) {
+    char tmp[SF_PATH_MAX + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return sf_error("%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return sf_error("%s: cannot create %s: %s", path, tmp, strerror(errno));
+    const char *p = data;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        p += w;
+        left -= (size_t)w;
+    }
+    int e = left > 0 ? (errno ? errno : EIO) : 0;
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) {
+        unlink(tmp);
+        return sf_error("%s: write failed: %s", path, strerror(e));
+    }
+    return 0;
+}

@@ -155,6 +155,8 @@ const key_def config_keys[] = {
      "under mpirun: BatchNorm statistics over the global batch (true) or per rank (false)"},
     {"train.ema_decay", K_FLOAT, OFF(train.ema_decay), 0, 0, 0, 0, 0.9999999, NULL,
      "EMA of the weights after every update, evaluated and saved as ema.safetensors (DeiT: 0.99996; 0 = off)"},
+    {"train.tensorboard", K_BOOL, OFF(train.tensorboard), 0, 0, 0, 0, 1, NULL,
+     "also write the log's scalars as TensorBoard events (events.out.tfevents.*) in the run folder"},
 };
 const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
 

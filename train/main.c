@@ -44,6 +44,14 @@ static const struct command {
      "    [--steps N] [--warmup N] [--no-infer]\n"},
     {"dump", sf_cmd_dump,
      "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n"},
+    {"predict", sf_cmd_predict,
+     "predict CKPT IMAGE|DIR... [--topk K]  top-K classes of images, with names and probabilities\n"
+     "    [--json] one JSON object per image; [--config FILE.yaml] for a checkpoint without one.\n"
+     "    Uses the checkpoint's eval transform (img_size, crop_pct, interpolation, mean/std).\n"},
+    {"export", sf_cmd_export,
+     "export CKPT -o model.onnx             the model as ONNX (opset 17, dynamic batch)\n"
+     "    DeiT/ViT, XCiT (any attention kind), SOFT/SOFT++; prints node counts incl. Exp/Softmax/Erf/Tanh.\n"
+     "    [--config FILE.yaml] for a checkpoint without one.\n"},
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
      "    [--config FILE.yaml]\n"},

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
+#include "sfvit/tensorboard.h"
 #include "sfvit/dist.h"
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
@@ -208,8 +209,10 @@ typedef struct run_state {
     sf_rng drop_rng;
 } run_state;
 
+/* class_names: the training split's class folder names as a JSON array (id order), so
+ * `sfvit predict` and the C API (include/sfvit.h) can name what a checkpoint predicts. */
 static int save_checkpoint(const char *path, const sf_params *ps, const run_state *st,
-                           const char *config_text, int with_optim) {
+                           const char *config_text, const char *class_names, int with_optim) {
     char epoch[32], step[32], gstep[32], best[32], rng[80];
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
     snprintf(step, sizeof step, "%d", st->step_in_epoch);
@@ -218,14 +221,14 @@ static int save_checkpoint(const char *path, const sf_params *ps, const run_stat
     rng_to_hex(&st->drop_rng, rng, sizeof rng);
     const sf_kv meta[] = {{"format", "sfvit-1"},       {"config", config_text}, {"epoch", epoch},
                           {"step_in_epoch", step},     {"global_step", gstep},  {"best_top1", best},
-                          {"rng_drop", rng}};
+                          {"rng_drop", rng},           {SF_CKPT_META_CLASS_NAMES, class_names}};
     return sf_checkpoint_save(path, ps, with_optim, meta, (int)(sizeof meta / sizeof meta[0]));
 }
 
 /* MPI: rank 0 writes; every rank learns whether it worked (so all stop together). */
 static int save_on_rank0(const char *path, const sf_params *ps, const run_state *st,
-                         const char *config_text, int with_optim) {
-    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, with_optim) : 0;
+                         const char *config_text, const char *class_names, int with_optim) {
+    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, class_names, with_optim) : 0;
     return sf_dist_all_ok(rc == 0) ? 0 : -1;
 }
 
@@ -363,6 +366,7 @@ typedef struct run {
     char path_last[SF_PATH_MAX + 32], path_best[SF_PATH_MAX + 32], path_ema[SF_PATH_MAX + 32];
     char path_cfg[SF_PATH_MAX + 32], path_log[SF_PATH_MAX + 32], path_csv[SF_PATH_MAX + 32];
     char *config_text;          /* the resolved config.yaml, stored in every checkpoint */
+    char *class_names;          /* JSON array of the training classes, stored in every checkpoint */
     sf_dataset train_ds, val_ds, val_slice;  /* val_slice: MPI, this rank's part of val_ds */
     sf_loader *train_loader, *val_loader;
     sf_model *model;
@@ -370,6 +374,7 @@ typedef struct run {
     float *ema;                 /* (ps.total) EMA of every value of ps.data, or NULL */
     sf_ctx g;
     FILE *flog, *fcsv;
+    sf_tb_writer *tb;           /* train.tensorboard: the same scalars as TensorBoard events (rank 0) */
     run_state st;
     long steps_this_run;
     int stopped_by_signal;
@@ -443,6 +448,7 @@ static int run_open_data(run *r) {
         sf_hint("set model.num_classes=%d", r->train_ds.num_classes);
         return -1;
     }
+    r->class_names = sf_class_names_json(r->train_ds.class_names, r->train_ds.num_classes);
     if (r->val_ds.count < r->world)
         return sf_error("%s/%s: %d images for %d ranks", c->data.root, c->data.val_split, r->val_ds.count, r->world);
     sf_loader_opts lo = {
@@ -548,6 +554,7 @@ static int run_open_logs(run *r) {
     r->flog = fopen(r->rank == 0 ? r->path_log : "/dev/null", "a");
     r->fcsv = fopen(r->rank == 0 ? r->path_csv : "/dev/null", r->resume_dir ? "a" : "w");
     if (!r->flog || !r->fcsv) return sf_error("cannot write logs in %s: %s", r->dir, strerror(errno));
+    if (r->cfg.train.tensorboard && r->rank == 0 && !(r->tb = sf_tb_open(r->dir))) return -1;
     if (!r->resume_dir)
         fprintf(r->fcsv, "epoch,train_loss,val_loss,top1,top5,lr,seconds,skipped,train_top1%s\n",
                 r->ema ? ",ema_val_loss,ema_top1,ema_top5" : "");
@@ -608,6 +615,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
 
 static void run_free(run *r) {
     if (r->flog) fclose(r->flog);
+    sf_tb_close(r->tb);
     if (r->fcsv) fclose(r->fcsv);
     if (r->train_loader) sf_loader_free(r->train_loader);
     if (r->val_loader) sf_loader_free(r->val_loader);
@@ -618,6 +626,7 @@ static void run_free(run *r) {
     sf_ctx_free(&r->g);
     free(r->ema);
     free(r->config_text);
+    free(r->class_names);
 }
 
 /* One micro-batch: forward, loss, backward, and the NaN/Inf check of loss and gradients.
@@ -658,6 +667,12 @@ static void update(run *r, float lr) {
     if (r->ema) sf_params_ema_update(&r->ps, r->ema, r->cfg.train.ema_decay);
 }
 
+static void tb_stop(run *r) {
+    sf_warn("TensorBoard events stop here; log.jsonl goes on");
+    sf_tb_close(r->tb);
+    r->tb = NULL;
+}
+
 static void log_step(run *r, int epoch, int step, double loss, int n, double t_window, double t_epoch,
                      int first_step, float lr) {
     double dt = sf_now() - t_window;
@@ -676,6 +691,14 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
             "{\"step\":%ld,\"epoch\":%d,\"batch\":%d,\"loss\":%.6f,\"lr\":%.6e,\"img_per_s\":%.2f,\"stall_s\":%.3f%s}\n",
             r->st.global_step, epoch, step, loss / n, lr, img_s, stall, nr);
     fflush(r->flog);
+    if (r->tb) {  // a failed event write is reported once and ends the TensorBoard log, not the run
+        const long s = r->st.global_step;
+        int rc = sf_tb_scalar(r->tb, "train/loss", s, (float)(loss / n)) | sf_tb_scalar(r->tb, "train/lr", s, lr) |
+                 sf_tb_scalar(r->tb, "train/img_per_s", s, (float)img_s) |
+                 sf_tb_scalar(r->tb, "train/stall_s", s, (float)stall);
+        if (r->log_nr) rc |= sf_tb_scalar(r->tb, "train/nr_residual", s, res);
+        if (rc) tb_stop(r);
+    }
 }
 
 /* last.safetensors with the optimizer moments, and ema.safetensors (the same state in its
@@ -683,11 +706,11 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
 static int save_checkpoints(run *r) {
     if (r->ema) {
         ema_swap(r);
-        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, 0);
+        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, r->class_names, 0);
         ema_swap(r);
         if (rc != 0) return SF_TRAIN_ERROR;
     }
-    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, r->class_names, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
 }
 
 /* The steps of one epoch, from st.step_in_epoch until its end, a stop signal, train.max_steps
@@ -775,6 +798,15 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
     if (r->ema) fprintf(r->flog, ",\"ema_val_loss\":%.6f,\"ema_top1\":%.4f,\"ema_top5\":%.4f", ee.loss, ee.top1, ee.top5);
     fprintf(r->flog, "}\n");
     fflush(r->flog);
+    if (r->tb) {  // per epoch, at the global step the epoch ended on
+        const long s = r->st.global_step;
+        int rc = sf_tb_scalar(r->tb, "val/loss", s, (float)ev.loss) | sf_tb_scalar(r->tb, "val/top1", s, (float)ev.top1) |
+                 sf_tb_scalar(r->tb, "val/top5", s, (float)ev.top5) |
+                 sf_tb_scalar(r->tb, "train/epoch_loss", s, (float)train_loss);
+        if (es->train_seen) rc |= sf_tb_scalar(r->tb, "train/top1", s, (float)(100.0 * es->train_correct / es->train_seen));
+        if (r->ema) rc |= sf_tb_scalar(r->tb, "ema/top1", s, (float)ee.top1);
+        if (rc) tb_stop(r);
+    }
     fprintf(r->fcsv, "%d,%.6f,%.6f,%.4f,%.4f,%.6e,%.1f,%d,%.4f", epoch + 1, train_loss, ev.loss, ev.top1, ev.top5,
             es->lr, sf_now() - es->t0, skipped, es->train_seen ? 100.0 * es->train_correct / es->train_seen : 0.0);
     if (r->ema) fprintf(r->fcsv, ",%.6f,%.4f,%.4f", ee.loss, ee.top1, ee.top5);
@@ -787,7 +819,7 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
         if (ev.top1 > r->st.best_top1) r->st.best_top1 = (float)ev.top1;
         r->st.epoch = epoch + 1;
         r->st.step_in_epoch = 0;
-        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, 0) != 0) return SF_TRAIN_ERROR;
+        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, r->class_names, 0) != 0) return SF_TRAIN_ERROR;
     }
     return SF_TRAIN_OK;
 }

@@ -16,6 +16,9 @@
 
 #define SF_CKPT_OPTIM_M "optim.exp_avg."
 #define SF_CKPT_OPTIM_V "optim.exp_avg_sq."
+/* Metadata key of the class names (a JSON array of strings, class id order); checkpoints
+ * written before it existed lack it. */
+#define SF_CKPT_META_CLASS_NAMES "class_names"
 
 typedef struct sf_kv {
     const char *key, *value;
@@ -67,5 +70,12 @@ int sf_checkpoint_load(const char *path, sf_params *ps, const sf_ckpt_opts *opts
 /* A metadata value from the report (NULL if absent). */
 const char *sf_ckpt_meta_get(const sf_ckpt_report *r, const char *key);
 void sf_ckpt_report_free(sf_ckpt_report *r);
+
+/* The class names as the JSON array stored under SF_CKPT_META_CLASS_NAMES (malloc'd). */
+char *sf_class_names_json(char *const *names, int n);
+/* Parses such an array into *names (n malloc'd strings in a malloc'd array). Returns the
+ * count, or -1 when json is not an array of strings. */
+int sf_class_names_parse(const char *json, char ***names);
+void sf_class_names_free(char **names, int n);
 
 #endif

@@ -38,6 +38,7 @@ typedef struct sf_train_cfg {
     float max_train_fraction; /* use only this fraction of the train set (smoke runs); 1 = all */
     int bn_sync;              /* under MPI: BatchNorm batch statistics over all ranks (1) or per rank (0) */
     float ema_decay;          /* EMA of the weights per update (DeiT: 0.99996); 0 = off */
+    int tensorboard;          /* also write TensorBoard event files in the run folder */
 } sf_train_cfg;
 
 typedef struct sf_config {

@@ -66,6 +66,10 @@ int sf_threads_init(int n);
  * src/ops/gemm.c) and OpenBLAS itself runs single-threaded; 0: OpenBLAS threads them. */
 int sf_gemm_split_enabled(void);
 
+/* Writes n bytes to path atomically: "<path>.tmp.<pid>", fsync, rename, so a reader sees
+ * the old file or the whole new one. Returns -1 with a message naming the path. */
+int sf_write_file_atomic(const char *path, const void *data, size_t n);
+
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);
 

@@ -38,6 +38,8 @@ int sf_image_load(const char *path, int want_c, sf_image *img, char *err, size_t
 int sf_image_decode(const uint8_t *buf, size_t len, int want_c, sf_image *img, char *err,
                     size_t err_len);
 int sf_image_write_png(const char *path, const sf_image *img);
+/* 1 if a file name ends in .png, .jpg or .jpeg (any case): the files a dataset lists. */
+int sf_image_has_ext(const char *name);
 void sf_image_free(sf_image *img);
 
 /* ---- dataset index ---- */

@@ -92,4 +92,20 @@ void sf_model_set_sima_order(sf_model *m, sf_sima_order order);
  * cls row copied. Returns 0, or -1 with a message on bad sizes. */
 int sf_vit_interpolate_pos_embed(const float *src, int src_grid, float *dst, int dst_grid, int C);
 
+/* ---- ONNX export (models/onnx.c) ---- */
+typedef struct sf_onnx_stats {
+    int nodes, initializers;
+    size_t bytes;             /* the file */
+    int n_op_types;
+    char op_types[48][32];    /* op types in first-use order */
+    int op_counts[48];
+} sf_onnx_stats;
+
+/* Writes the model of cfg with the weights in ps (allocated, loaded) to path as an ONNX
+ * model (opset 17, input "images" (batch, C, S, S), output "logits" (batch, K)), atomically.
+ * Families without an ONNX form yet are refused with a message naming them. st may be NULL. */
+int sf_model_export_onnx(const sf_model_cfg *cfg, sf_params *ps, const char *path, sf_onnx_stats *st);
+/* Nodes of one op type in an export (0 if none). */
+int sf_onnx_stats_count(const sf_onnx_stats *st, const char *op_type);
+
 #endif
