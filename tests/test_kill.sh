@@ -42,13 +42,13 @@ while [ $kills -lt $KILLS ]; do
   gs=$(ckpt_step $RUN/last.safetensors); gs=${gs:-0}
   # Where to kill: at the start of one of the next few updates (1 to 4 ahead, so the run
   # advances about 2.5 updates per kill and lasts for all of them), or half-way through the
-  # checkpoint write after it, or through the next best.safetensors write (at an epoch's end).
+  # checkpoint write after it, or, while there is no best.safetensors yet (it is written at
+  # the end of an epoch when missing, so this point is always reached), through its write.
   n=$((gs + 1 + RANDOM % 4)); [ $n -gt $steps ] && n=$steps
-  case $((RANDOM % 8)) in
-    0|1|2) point="step $n" held=$point ;;
-    3|4|5|6) point="pass step $n;write last.safetensors" held="write last.safetensors" ;;
-    7) point="write best.safetensors" held=$point ;;
-  esac
+  kind=$((attempts % 8)) # every kind in turn, at random updates
+  if [ $kind = 3 ] && [ ! -f $RUN/best.safetensors ]; then point="write best.safetensors" held=$point
+  elif [ $kind -lt 3 ]; then point="step $n" held=$point
+  else point="pass step $n;write last.safetensors" held="write last.safetensors"; fi
   if [ -f $RUN/last.safetensors ]; then
     SFVIT_TEST_HOLD=$point "$SFVIT" train --resume $RUN > attempt.log 2>&1 &
   else
