@@ -16,7 +16,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-bash train/install_deps.sh || exit 1
+# python3-onnx and python3-numpy: the ONNX export tests (onnx.checker; reading ONNX Runtime's
+# output). ONNX Runtime itself comes from npm, installed by tests/test_onnx_runtime.sh.
+bash train/install_deps.sh python3-onnx python3-numpy || exit 1
 mkdir -p build-test
 
 passed=0 failed=0 skipped=0 stages=()
