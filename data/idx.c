@@ -20,20 +20,6 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-static int mkdir_p(const char *path) {
-    char tmp[SF_PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return sf_error("cannot create folder %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return sf_error("cannot create folder %s: %s", tmp, strerror(errno));
-    return 0;
-}
 
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -152,7 +138,8 @@ int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char 
             snprintf(folder[k], SF_PATH_MAX + 64, "%s/%0*d_%s", partial, cw, k, names[k]);
         else
             snprintf(folder[k], SF_PATH_MAX + 64, "%s/%0*d", partial, cw, k);
-        if (mkdir_p(folder[k]) != 0) {
+        if (sf_mkdir_p(folder[k]) != 0) {
+            sf_error("cannot create folder %s: %s", folder[k], strerror(errno));
             free(folder);
             goto done;
         }

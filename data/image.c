@@ -270,29 +270,10 @@ int sf_image_decode(const uint8_t *buf, size_t len, int want_c, sf_image *img, c
 /* Reads a whole file into *buf (grown as needed, reused across calls). */
 int sf_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len, char *err,
                  size_t err_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, err_len, "cannot open: %s", strerror(errno));
-        return -1;
-    }
-    size_t n = 0;
-    for (;;) {
-        if (n == *cap) {
-            *cap = *cap ? *cap * 2 : (size_t)1 << 18;
-            *buf = sf_realloc(*buf, *cap);
-        }
-        size_t got = fread(*buf + n, 1, *cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        set_err(err, err_len, "read error");
-        return -1;
-    }
-    *len = n;
-    return 0;
+    const char *what;
+    int e = sf_read_file_quiet(path, buf, cap, len, &what);
+    if (e) set_err(err, err_len, "%s: %s", what, strerror(e));
+    return e ? -1 : 0;
 }
 
 int sf_image_load(const char *path, int want_c, sf_image *img, char *err, size_t err_len) {
@@ -372,15 +353,7 @@ int sf_image_write_png(const char *path, const sf_image *img) {
     uint8_t *buf;
     size_t len;
     if (sf_image_encode_png(img, 6, &buf, &len) != 0) return sf_error("cannot encode PNG %s", path);
-    /* written to a temporary name and renamed, so a reader never sees half a file */
-    char tmp[SF_PATH_MAX + 16];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int rc = sf_write_file(tmp, buf, len);
+    int rc = sf_write_file_atomic(path, buf, len);
     free(buf);
-    if (rc != 0) return -1;
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return sf_error("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    }
-    return 0;
+    return rc;
 }

@@ -102,37 +102,85 @@ char *sf_strdup(const char *s) {
     return d;
 }
 
-int sf_read_whole_file(const char *path, unsigned char **buf, size_t *size) {
+int sf_read_file_quiet(const char *path, unsigned char **buf, size_t *cap, size_t *len,
+                       const char **what) {
+    *what = "cannot open";
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sf_error("%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return errno;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return sf_error("%s: cannot stat: %s", path, strerror(e));
+        *what = "cannot stat";
+        return e;
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return sf_error("%s: not a regular file", path);
+        *what = "not a regular file";
+        return EINVAL;
     }
-    size_t n = (size_t)st.st_size, got = 0;
-    unsigned char *b = sf_malloc(n ? n : 1);
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
+    /* sized by fstat, grown if the file grows while it is read; one byte more for the NUL */
+    size_t want = (size_t)st.st_size + 1, n = 0;
+    if (!*buf || *cap < want) {
+        *cap = want > *cap ? want : *cap;
+        *buf = sf_realloc(*buf, *cap);
+    }
+    for (;;) {
+        if (n + 1 >= *cap) *buf = sf_realloc(*buf, *cap *= 2);
+        ssize_t r = read(fd, *buf + n, *cap - n - 1);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
+        if (r < 0) {
             int e = errno;
             close(fd);
-            free(b);
-            return sf_error("%s: read failed after %zu of %zu bytes: %s", path, got, n,
-                            r < 0 ? strerror(e) : "unexpected end of file");
+            *what = "read failed";
+            return e;
         }
-        got += (size_t)r;
+        if (r == 0) break;
+        n += (size_t)r;
     }
     close(fd);
+    (*buf)[n] = 0;
+    *len = n;
+    return 0;
+}
+
+int sf_read_whole_file(const char *path, unsigned char **buf, size_t *size) {
+    unsigned char *b = NULL;
+    size_t cap = 0, n = 0;
+    const char *what;
+    int e = sf_read_file_quiet(path, &b, &cap, &n, &what);
+    if (e) {
+        free(b);
+        if (!strcmp(what, "not a regular file")) return sf_error("%s: not a regular file", path);
+        return sf_error("%s: %s: %s", path, what, strerror(e));
+    }
     *buf = b;
     *size = n;
     return 0;
+}
+
+char *sf_read_text_file(const char *path) {
+    unsigned char *b = NULL;
+    size_t cap = 0, n = 0;
+    const char *what;
+    if (sf_read_file_quiet(path, &b, &cap, &n, &what) != 0) {
+        free(b);
+        return NULL;
+    }
+    return (char *)b;
+}
+
+int sf_mkdir_p(const char *path) {
+    char tmp[SF_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return errno = ENAMETOOLONG, -1;
+    for (char *p = tmp + 1;; p++) {
+        if (*p != '/' && *p != 0) continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+        if (c == 0) return 0;
+        *p = c;
+    }
 }
 
 /* ---- RNG: xoshiro256** (Blackman & Vigna), seeded through splitmix64 ---- */
@@ -296,28 +344,82 @@ void sf_test_hold_release(void) {
     }
 }
 
-int sf_write_file_atomic(const char *path, const void *data, size_t n) {
-    char tmp[SF_PATH_MAX + 32];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+int sf_atomic_open(sf_atomic_file *a, const char *path) {
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+    if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path ||
+        snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof a->tmp)
         return sf_error("%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return sf_error("%s: cannot create %s: %s", path, tmp, strerror(errno));
-    const char *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        p += w;
-        left -= (size_t)w;
-    }
-    int e = left > 0 ? (errno ? errno : EIO) : 0;
-    if (!e && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) {
-        unlink(tmp);
-        return sf_error("%s: write failed: %s", path, strerror(e));
-    }
+    a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (a->fd < 0) return sf_error("%s: cannot create temporary file %s: %s", path, a->tmp, strerror(errno));
     return 0;
+}
+
+int sf_atomic_write(sf_atomic_file *a, const void *data, size_t n) {
+    const char *p = data;
+    while (n > 0 && !a->err) {
+        ssize_t w = write(a->fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            a->err = w < 0 ? errno : EIO;
+            a->stage = "write";
+            break;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return a->err ? -1 : 0;
+}
+
+void sf_atomic_abort(sf_atomic_file *a) {
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
+    unlink(a->tmp);
+}
+
+int sf_atomic_commit(sf_atomic_file *a) {
+    if (!a->err && fsync(a->fd) != 0) a->err = errno, a->stage = "fsync";
+    if (!a->err && close(a->fd) != 0) a->err = errno, a->stage = "close";
+    else if (a->err) close(a->fd);
+    a->fd = -1;
+    if (!a->err && rename(a->tmp, a->path) != 0) a->err = errno, a->stage = "rename";
+    if (a->err) {
+        unlink(a->tmp);
+        return sf_error("%s: %s of %s failed: %s (the previous file, if any, is unchanged)", a->path,
+                        a->stage, a->tmp, strerror(a->err));
+    }
+    /* Make the rename itself durable. Some filesystems cannot fsync a directory. */
+    char dir[SF_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", a->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)
+            rc = sf_error("%s: written, but fsync of directory %s failed: %s", a->path, dir, strerror(errno));
+        close(dfd);
+    }
+    return rc;
+}
+
+int sf_write_file_atomic(const char *path, const void *data, size_t n) {
+    sf_atomic_file a;
+    if (sf_atomic_open(&a, path) != 0) return -1;
+    sf_atomic_write(&a, data, n);
+    return sf_atomic_commit(&a);
+}
+
+int sf_write_stream_atomic(const char *path, void (*fill)(FILE *, const void *), const void *arg) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return sf_error("%s: cannot write: %s", path, strerror(errno));
+    fill(f, arg);
+    int bad = ferror(f);
+    fclose(f);
+    int rc = bad ? sf_error("%s: cannot format the file's text", path) : sf_write_file_atomic(path, text, n);
+    free(text);
+    return rc;
 }

@@ -570,81 +570,22 @@ static char *build_header(const sf_st_writer *w, size_t *len) {
     return out;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t r = write(fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (r == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 int sf_st_writer_write(sf_st_writer *w, const char *path) {
     size_t hlen;
     char *hdr = build_header(w, &hlen);
-    size_t plen = strlen(path);
-    char *tmp = sf_malloc(plen + 32);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int rc = -1;
-    const char *stage = "open";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        sf_error("%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
-        free(tmp);
+    sf_atomic_file f;
+    if (sf_atomic_open(&f, path) != 0) {
         free(hdr);
         return -1;
     }
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    stage = "write";
-    if (write_all(fd, lenbuf, 8) != 0 || write_all(fd, hdr, hlen) != 0) goto fail;
+    sf_atomic_write(&f, lenbuf, 8);
+    sf_atomic_write(&f, hdr, hlen);
     for (int i = 0; i < w->n; i++) {
         if (i == w->n / 2) sf_test_hold("write %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);  // a kill mid-write, in tests
-        if (w->t[i].bytes && write_all(fd, w->t[i].data, w->t[i].bytes) != 0) goto fail;
+        if (w->t[i].bytes) sf_atomic_write(&f, w->t[i].data, w->t[i].bytes);
     }
-    stage = "fsync";
-    if (fsync(fd) != 0) goto fail;
-    stage = "close";
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) goto fail;
-    stage = "rename";
-    if (rename(tmp, path) != 0) goto fail;
-    /* Make the rename itself durable. Some filesystems cannot fsync a directory. */
-    char *dir = sf_strdup(path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    rc = 0;
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)
-            rc = sf_error("%s: written, but fsync of directory %s failed: %s", path, dir,
-                          strerror(errno));
-        close(dfd);
-    }
-    free(dir);
-    free(tmp);
     free(hdr);
-    return rc;
-fail: {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        unlink(tmp);
-        sf_error("%s: %s of %s failed: %s (the previous file, if any, is unchanged)", path, stage,
-                 tmp, strerror(e));
-    }
-    free(tmp);
-    free(hdr);
-    return -1;
+    return sf_atomic_commit(&f);
 }

@@ -79,56 +79,12 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static int mkdir_p(const char *path) {
-    char tmp[SF_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1;; p++) {
-        if (*p != '/' && *p != 0) continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-        if (c == 0) return 0;
-        *p = c;
-    }
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = sf_malloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = sf_realloc(buf, cap *= 2);
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
 
 /* Writes with fill() to path.tmp, fsyncs and renames it over path. Under an MPI launcher
  * every rank runs the grid in step, and rank 0 alone writes the study's files. */
 static int write_atomic(const char *path, void (*fill)(FILE *, const void *), const void *arg) {
     if (sf_dist_rank() != 0) return 0;
-    char tmp[SF_PATH_MAX + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return sf_error("path too long: %s", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return sf_error("cannot write %s: %s", tmp, strerror(errno));
-    fill(f, arg);
-    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        sf_error("cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return sf_write_stream_atomic(path, fill, arg);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -388,7 +344,7 @@ static double json_number(const cJSON *o, const char *key) {
 static int cell_read_result(cell *c) {
     char path[SF_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/result.json", c->dir);
-    char *text = read_text(path);
+    char *text = sf_read_text_file(path);
     if (!text) return -1;
     cJSON *o = cJSON_Parse(text);
     free(text);
@@ -416,8 +372,8 @@ static int cell_check_config(const study *s, const cell *c, const sf_config *cfg
     snprintf(have, sizeof have, "%s/config.yaml", c->dir);
     if (!file_exists(have)) return 0;
     snprintf(want, sizeof want, "%s/.config_check.yaml", s->dir);
-    if (mkdir_p(s->dir) != 0 || sf_config_write(cfg, want) != 0) return -1;
-    char *a = read_text(have), *b = read_text(want);
+    if (sf_mkdir_p(s->dir) != 0 || sf_config_write(cfg, want) != 0) return -1;
+    char *a = sf_read_text_file(have), *b = sf_read_text_file(want);
     int same = a && b && !strcmp(a, b);
     free(a);
     free(b);
@@ -615,14 +571,14 @@ static int write_tables(const study *s) {
     snprintf(md, sizeof md, "%s/ablation.md", s->dir);
     snprintf(csv, sizeof csv, "%s/ablation.csv", s->dir);
     snprintf(runs, sizeof runs, "%s/runs.csv", s->dir);
-    if (mkdir_p(s->dir) != 0) return sf_error("cannot create %s: %s", s->dir, strerror(errno));
+    if (sf_mkdir_p(s->dir) != 0) return sf_error("cannot create %s: %s", s->dir, strerror(errno));
     if (write_atomic(md, fill_markdown, s) || write_atomic(csv, fill_csv, s) || write_atomic(runs, fill_runs_csv, s))
         return -1;
     return 0;
 }
 
 static void print_file(const char *path) {
-    char *text = read_text(path);
+    char *text = sf_read_text_file(path);
     if (text) fputs(text, stdout);
     free(text);
 }

@@ -103,28 +103,10 @@ void sf_config_yaml(const sf_config *cfg, FILE *f) {
     }
 }
 
+static void fill_yaml(FILE *f, const void *cfg) { sf_config_yaml(cfg, f); }
+
 int sf_config_write(const sf_config *cfg, const char *path) {
-    size_t plen = strlen(path) + 32;
-    char *tmp = sf_malloc(plen);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int e = errno;
-        free(tmp);
-        return sf_error("%s: cannot write config: %s", path, strerror(e));
-    }
-    sf_config_yaml(cfg, f);
-    int rc = 0;
-    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
-    int e = errno;
-    if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
-    if (rc) {
-        unlink(tmp);
-        sf_error("%s: cannot write config: %s", path, strerror(e));
-    }
-    free(tmp);
-    return rc;
+    return sf_write_stream_atomic(path, fill_yaml, cfg);
 }
 
 static void rule(FILE *f, int w1, int w2) {

@@ -78,36 +78,12 @@ static void remove_stale_temporaries(const char *dir) {
 }
 
 /* ---- small file helpers ---- */
-static int mkdir_p(const char *path) {
-    char tmp[SF_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    return 0;
-}
 
 static int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
 
-static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = sf_malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    fclose(f);
-    s[got] = 0;
-    return s;
-}
 
 static void rng_to_hex(const sf_rng *r, char *out, size_t n) {
     snprintf(out, n, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, r->s[0], r->s[1],
@@ -501,9 +477,9 @@ static int run_build_model(run *r) {
 /* MPI: rank 0 alone creates the run folder and writes the config, logs and checkpoints. */
 static int run_make_folder(run *r) {
     if (r->rank != 0) return 0;
-    if (mkdir_p(r->dir) != 0) return sf_error("cannot create run folder %s: %s", r->dir, strerror(errno));
+    if (sf_mkdir_p(r->dir) != 0) return sf_error("cannot create run folder %s: %s", r->dir, strerror(errno));
     if (sf_config_write(&r->cfg, r->path_cfg) != 0) return -1;
-    if (!(r->config_text = read_text_file(r->path_cfg))) return sf_error("cannot read back %s", r->path_cfg);
+    if (!(r->config_text = sf_read_text_file(r->path_cfg))) return sf_error("cannot read back %s", r->path_cfg);
     remove_stale_temporaries(r->dir);
     return 0;
 }

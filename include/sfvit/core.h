@@ -37,10 +37,20 @@ void *sf_realloc(void *p, size_t bytes);
 /* 64-byte aligned, for tensors. Free with free(). */
 void *sf_aligned_alloc(size_t bytes);
 char *sf_strdup(const char *s);
-/* Reads a whole regular file into *buf (free() it; never NULL on success) of *size bytes.
- * Every failure is one error naming the file (cannot open/stat, not a regular file, a short
- * read) and returns -1. (The data loader has its own, buffer-reusing, non-printing reader.) */
+/* The one whole-file reader. Reads a regular file into *buf (grown with sf_realloc and kept
+ * across calls, *cap bytes; NUL-terminated after the *len bytes read). Prints nothing: returns 0,
+ * or an errno value with *what saying which step failed (for callers that report per file,
+ * such as the data loader). */
+int sf_read_file_quiet(const char *path, unsigned char **buf, size_t *cap, size_t *len,
+                       const char **what);
+/* The same into a fresh buffer (free() it; never NULL on success) of *size bytes; every
+ * failure is one error naming the file, and -1. */
 int sf_read_whole_file(const char *path, unsigned char **buf, size_t *size);
+/* The same as a NUL-terminated string, or NULL without a message (a file that may be absent). */
+char *sf_read_text_file(const char *path);
+/* mkdir -p: creates path and its missing parents (0755). Prints nothing: -1 with errno set,
+ * so each caller names the folder in its own words. */
+int sf_mkdir_p(const char *path);
 
 /* Seeded RNG: xoshiro256** with splitmix64 seeding. One generator per purpose
  * (init, data order, augmentation, drop-path); the state is plain data so it can be saved
@@ -66,9 +76,23 @@ int sf_threads_init(int n);
  * src/ops/gemm.c) and OpenBLAS itself runs single-threaded; 0: OpenBLAS threads them. */
 int sf_gemm_split_enabled(void);
 
-/* Writes n bytes to path atomically: "<path>.tmp.<pid>", fsync, rename, so a reader sees
- * the old file or the whole new one. Returns -1 with a message naming the path. */
+/* The one atomic write: a file is written to "<path>.tmp.<pid>", fsynced, renamed over path
+ * and its folder fsynced, so a reader (or a kill at any point) sees the old file or the whole
+ * new one. In pieces: sf_atomic_open, sf_atomic_write (the first failure is kept),
+ * sf_atomic_commit (reports a failure naming the step: "PATH: write of TMP failed: ...
+ * (the previous file, if any, is unchanged)"), or sf_atomic_abort. Each returns 0 or -1. */
+typedef struct sf_atomic_file {
+    int fd, err;
+    const char *stage;
+    char path[SF_PATH_MAX], tmp[SF_PATH_MAX + 32];
+} sf_atomic_file;
+int sf_atomic_open(sf_atomic_file *a, const char *path);
+int sf_atomic_write(sf_atomic_file *a, const void *data, size_t n);
+int sf_atomic_commit(sf_atomic_file *a);
+void sf_atomic_abort(sf_atomic_file *a);
+/* Whole buffers, and text made by fill(f, arg) into a FILE. */
 int sf_write_file_atomic(const char *path, const void *data, size_t n);
+int sf_write_stream_atomic(const char *path, void (*fill)(FILE *, const void *), const void *arg);
 
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);
