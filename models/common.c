@@ -1,7 +1,7 @@
 /* common.c — modules shared by every family: parameter registration with the reference names,
  * init schemes and weight-decay flags; Linear, LayerNorm, BatchNorm, Conv and
- * Mlp forwards; the token-mixing attention of ViT/XCiT blocks (msa, sima, xca), and the
- * SimA token-norm record used by `sfvit viz`.
+ * Mlp forwards; the attention kinds of ViT/XCiT blocks (msa, xca, sima: token mixing, cost
+ * and table entry, mdl_attn_<name>), and the SimA token-norm record used by `sfvit viz`.
  *
  * Deliberately not here: family-specific blocks (vit.c, xcit.c, soft.c); op math (src/ops/).
  *
@@ -116,7 +116,7 @@ mdl_attn mdl_attn_add(sf_params *ps, sf_family fam, const char *prefix, int C, i
     a.H = H;
     a.drop = drop;
     /* XCiT registers temperature first (its state_dict order); SimA deletes it. */
-    if (kind == SF_ATTN_XCA)
+    if (mdl_attn_defs[kind]->temperature)
         a.temperature = mdl_param(ps, fam, prefix, "temperature", 3, (int[]){H, 1, 1}, 1, 0,
                                   SF_INIT_ONES, 0);
     join(p, sizeof p, prefix, "qkv");
@@ -195,9 +195,68 @@ void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int ski
     m->viz_valid = 1;
 }
 
-/* ViT / XCiT token mixing: qkv -> heads -> {msa, sima, xca} -> merge -> proj -> drop. */
+/* ---- attention kinds of ViT/XCiT blocks: token mixing, its cost, the kind's table entry ---- */
+
+static sf_tensor *msa_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
+    (void)m, (void)a;
+    return sf_msa(g, q, k, v, 1.0f / sqrtf((float)q->shape[3]));
+}
+
+static void msa_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
+    out->macs = 2.0 * N * N * c->embed_dim;
+    out->softmax_exp = (double)c->num_heads * N * N;
+    snprintf(out->note, sizeof out->note, "msa");
+}
+
+const mdl_attn_def mdl_attn_msa = {.hosts = 1u << SF_FAMILY_VIT, .mix = msa_mix, .cost = msa_cost};
+
+static sf_tensor *xca_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
+    (void)m;
+    return sf_xca(g, q, k, v, a->temperature);
+}
+
+static void xca_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
+    const int D = c->embed_dim / c->num_heads;
+    out->macs = 2.0 * N * c->embed_dim * D;
+    out->softmax_exp = (double)c->num_heads * D * D;
+    snprintf(out->note, sizeof out->note, "xca");
+}
+
+const mdl_attn_def mdl_attn_xca = {.hosts = 1u << SF_FAMILY_XCIT, .temperature = 1, .mix = xca_mix, .cost = xca_cost};
+
+static sf_tensor *sima_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
+    /* F.normalize default eps 1e-12 (sima.py) */
+    sf_tensor *qn = mdl_sima_norm(g, q, a->norm, 1e-12f);
+    sf_tensor *kn = mdl_sima_norm(g, k, a->norm, 1e-12f);
+    if (qn != q) sf_tensor_release_data(g, q);
+    if (kn != k) sf_tensor_release_data(g, k);
+    if (a->record_viz && m) mdl_viz_record(m, qn, kn, a->viz_skip);
+    return sf_sima(g, qn, kn, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
+}
+
+static void sima_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
+    const int C = c->embed_dim, D = C / c->num_heads;
+    out->sima_order = sf_sima_resolve(c->sima_order, N, D);
+    out->macs = out->sima_order == SF_SIMA_QK_FIRST ? 2.0 * N * N * C : 2.0 * N * C * D;
+    snprintf(out->note, sizeof out->note, "sima %s %s", sf_attn_norm_names[c->attn_norm],
+             sf_sima_order_names[out->sima_order]);
+}
+
+const mdl_attn_def mdl_attn_sima = {
+    .hosts = 1u << SF_FAMILY_VIT | 1u << SF_FAMILY_XCIT,
+    .norms = 1u << SF_NORM_L1 | 1u << SF_NORM_L2 | 1u << SF_NORM_NONE,
+    .mix = sima_mix, .cost = sima_cost,
+};
+
+/* SOFT's attention is the SOFT family's own layer (soft.c), counted by its info rows. */
+const mdl_attn_def mdl_attn_soft = {
+    .hosts = 1u << SF_FAMILY_SOFT, .norms = 1u << SF_NORM_NONE | 1u << SF_NORM_SYMMETRIC,
+};
+
+/* ViT / XCiT token mixing: qkv -> heads -> the kind's mixing -> merge -> proj -> drop. */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x) {
-    const int C = x->shape[2], D = C / a->H;
+    const mdl_attn_def *kind = mdl_attn_defs[a->kind];
+    SF_ASSERT(kind->mix, "attention kind %s in a ViT/XCiT block", sf_attn_names[a->kind]);
     sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, x);  // (B, N, 3C)
     sf_tensor *q = sf_heads_split(g, qkv, 3, 0, a->H);  // (B, H, N, D)
     sf_tensor *k = sf_heads_split(g, qkv, 3, 1, a->H);  // (B, H, N, D)
@@ -206,22 +265,7 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
      * projection's backward reads it), and so are the raw q, k once normalized (the norm's
      * backward reads its output) and o once merged; their arena chunks are reused at once. */
     sf_tensor_release_data(g, qkv);
-    sf_tensor *o = NULL;                                 // (B, H, N, D)
-    switch (a->kind) {
-    case SF_ATTN_MSA: o = sf_msa(g, q, k, v, 1.0f / sqrtf((float)D)); break;
-    case SF_ATTN_XCA: o = sf_xca(g, q, k, v, a->temperature); break;
-    case SF_ATTN_SIMA: {
-        /* F.normalize default eps 1e-12 (sima.py) */
-        sf_tensor *qn = mdl_sima_norm(g, q, a->norm, 1e-12f);
-        sf_tensor *kn = mdl_sima_norm(g, k, a->norm, 1e-12f);
-        if (qn != q) sf_tensor_release_data(g, q);
-        if (kn != k) sf_tensor_release_data(g, k);
-        if (a->record_viz && m) mdl_viz_record(m, qn, kn, a->viz_skip);
-        o = sf_sima(g, qn, kn, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
-        break;
-    }
-    default: SF_ASSERT(0, "attention kind %d in a ViT/XCiT block", (int)a->kind);
-    }
+    sf_tensor *o = kind->mix(g, m, a, q, k, v);  // (B, H, N, D)
     sf_tensor *merged = sf_heads_merge(g, o);  // (B, N, C)
     sf_tensor_release_data(g, o);
     sf_tensor *y = mdl_linear_fwd(g, &a->proj, merged);  // (B, N, C)
@@ -254,19 +298,4 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
 
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i) {
     return (cfg->n_block_attn > 0 && i < cfg->n_block_attn) ? cfg->block_attn[i] : cfg->attn;
-}
-
-const char *mdl_attn_name(sf_attn_kind k) {
-    static const char *names[] = {"msa", "xca", "sima", "soft"};
-    return (unsigned)k < 4 ? names[k] : "?";
-}
-
-const char *mdl_norm_name(sf_attn_norm n) {
-    static const char *names[] = {"l1", "l2", "none", "symmetric"};
-    return (unsigned)n < 4 ? names[n] : "?";
-}
-
-const char *mdl_family_name(sf_family f) {
-    static const char *names[] = {"vit", "xcit", "soft"};
-    return (unsigned)f < 3 ? names[f] : "?";
 }

@@ -1,7 +1,8 @@
 /* models_internal.h — pieces shared by the model builders (the .c files of models/): parameter
  * registration with the reference names, init schemes and both weight-decay masks; the
  * module structs (Linear, LayerNorm, BatchNorm, Conv, Mlp, attention) and their forwards;
- * the per-family build/forward entry points used by registry.c. Not a public header.
+ * the tables of families and attention kinds (kinds.c) and the `sfvit info` rows.
+ * Not a public header: the models layer's own.
  *
  * Deliberately not here: any op math (src/ops/), config parsing (train/).
  *
@@ -82,27 +83,83 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip);
 /* The attention kind of block i (cfg->block_attn override or cfg->attn). */
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i);
-const char *mdl_attn_name(sf_attn_kind k);
-const char *mdl_norm_name(sf_attn_norm n);
-const char *mdl_family_name(sf_family f);
 
-/* ---- families ---- */
-/* Each build registers parameters (and returns -1 with a message for a config the family
- * cannot build); forward maps images to logits. */
-int vit_build(sf_model *m, sf_params *ps);
-sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
-void vit_free(sf_model *m);
-int xcit_build(sf_model *m, sf_params *ps);
-sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
-void xcit_free(sf_model *m);
-int soft_build(sf_model *m, sf_params *ps);
-sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
-void soft_free(sf_model *m);
+/* ---- `sfvit info` (info.c): each family adds its rows ---- */
+typedef struct mdl_info_row {
+    char name[48];      // "blocks.3"
+    char part[32];      // "blocks": the per-part summary groups rows by this
+    char prefix[48];    // parameter-name prefix counted for this row
+    char in[40], out[40];
+    char note[48];
+    size_t params;
+    double macs, nr_macs, softmax_exp, kernel_exp, gelu_erf, gelu_tanh;
+} mdl_info_row;
+
+typedef struct mdl_info_table {
+    mdl_info_row *rows;
+    int n, cap;
+    sf_sima_order sima_used;  // resolved order of the SimA blocks (AUTO if none)
+    int sima_N, sima_D;
+} mdl_info_table;
+
+mdl_info_row *mdl_info_row_add(mdl_info_table *t, const char *part, const char *prefix, const char *name);
+void mdl_shape3(char *buf, int a, int b, int c);  // "(a, b, c)" into a row's in/out
+void mdl_shape2(char *buf, int a, int b);
+/* A ViT/XCiT block's token mixing of kind k on N tokens, from the kind's cost function. */
+void mdl_info_mixing(mdl_info_table *t, mdl_info_row *r, const sf_model_cfg *c, sf_attn_kind k, int N);
+/* An MLP of width C on N tokens (MACs, GELU count). */
+void mdl_info_mlp(mdl_info_row *r, const sf_model_cfg *c, int N, int C);
+
+/* ---- the tables (models/kinds.c; model.h has the lists) ---- */
+/* A family: a struct of functions defined in the family's own file as mdl_family_<name>. */
+typedef struct mdl_family_def {
+    const char *title;  /* in messages: "model.attn 'xca' is not available in a ViT" */
+    int per_block;      /* its blocks take model.attn / model.block_attn kinds (checked by the kind table) */
+    /* the family's own constraints, after the common ones (mdl_bad for messages) */
+    int (*check)(const sf_model_cfg *c, const char *where);
+    /* registers the parameters (and returns -1 with a message for a config it cannot build) */
+    int (*build)(sf_model *m, sf_params *ps);
+    sf_tensor *(*forward)(sf_ctx *g, sf_model *m, sf_tensor *images);  // images -> logits
+    void (*free)(sf_model *m);
+    void (*info_rows)(mdl_info_table *t, const sf_model_cfg *c);
+} mdl_family_def;
+
+/* The cost `sfvit info` shows for one block's token mixing. */
+typedef struct mdl_mix_cost {
+    double macs, softmax_exp;
+    char note[48];
+    sf_sima_order sima_order;  // SimA: the order it resolves to
+} mdl_mix_cost;
+
+/* An attention kind, defined next to its token mixing (common.c) as mdl_attn_<name>. */
+typedef struct mdl_attn_def {
+    unsigned hosts;   /* bit (1u << family) for each family whose blocks take this kind */
+    unsigned norms;   /* bit (1u << norm) for each model.attn_norm it takes; 0: it has none */
+    int temperature;  /* registers "<prefix>temperature" (H, 1, 1) before qkv (XCA) */
+    /* q, k, v (B, H, N, D) -> o (B, H, N, D) in a ViT/XCiT block (mdl_attn_fwd); NULL for
+     * a kind that is its family's own block (soft: soft.c) */
+    sf_tensor *(*mix)(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v);
+    void (*cost)(const sf_model_cfg *c, int N, mdl_mix_cost *out);  // NULL with mix
+} mdl_attn_def;
+
+#define MDL_DECLARE_FAMILY(ID, name) extern const mdl_family_def mdl_family_##name;
+#define MDL_DECLARE_ATTN(ID, name) extern const mdl_attn_def mdl_attn_##name;
+SF_FAMILIES(MDL_DECLARE_FAMILY)
+SF_ATTN_KINDS(MDL_DECLARE_ATTN)
+#undef MDL_DECLARE_FAMILY
+#undef MDL_DECLARE_ATTN
+/* Indexed by sf_family / sf_attn_kind (generated from the lists, so complete). */
+extern const mdl_family_def *const mdl_families[SF_FAMILY_COUNT];
+extern const mdl_attn_def *const mdl_attn_defs[SF_ATTN_COUNT];
+
+/* "<where><message>" as one sf_error; returns -1. */
+int mdl_bad(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The checks shared by the token families (ViT, XCiT): depth, width and heads, patch grid,
+ * the per-block kind list's length. */
+int mdl_check_tokens(const sf_model_cfg *c, const char *where);
 
 /* XCiT's 64 Fourier position features of an Hp x Wp grid: out (64, Hp, Wp). */
 void mdl_xcit_fourier(float *out, int Hp, int Wp);
 
-/* Checks a config for the family's constraints (called by build and info). */
-int mdl_check_cfg(const sf_model_cfg *cfg);
 
 #endif

@@ -57,7 +57,7 @@ typedef struct soft_model {
     mdl_linear head;
 } soft_model;
 
-int soft_build(sf_model *m, sf_params *ps) {
+static int soft_build(sf_model *m, sf_params *ps) {
     const sf_model_cfg *c = &m->cfg;
     const sf_family F = SF_FAMILY_SOFT;
     soft_model *s = sf_calloc(1, sizeof(*s));
@@ -150,7 +150,7 @@ int soft_build(sf_model *m, sf_params *ps) {
     return 0;
 }
 
-void soft_free(sf_model *m) {
+static void soft_free(sf_model *m) {
     soft_model *s = m->family;
     if (!s) return;
     for (int st = 0; st < 3; st++) free(s->layers[st]);
@@ -240,7 +240,11 @@ static sf_tensor *block4_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_block4
     return mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
 }
 
-sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+    char shape_buf[64];
+    SF_ASSERT(images->shape[2] % 32 == 0, "SOFT images %s: side not a multiple of 32",
+              sf_shape_str(images, shape_buf, sizeof shape_buf));
+
     const sf_model_cfg *c = &m->cfg;
     soft_model *s = m->family;
     const int B = images->shape[0];
@@ -274,3 +278,106 @@ sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     const int C4 = c->embed_dims[3];
     return mdl_linear_fwd(g, &s->head, sf_reshape(g, sf_slice_tokens(g, x, 0, 1), 2, (int[]){B, C4}));
 }
+
+static int soft_check(const sf_model_cfg *c, const char *where) {
+    if (c->num_stages != 4) return mdl_bad(where, "model.num_stages %d: SOFT has 4 stages", c->num_stages);
+    if (c->img_size % 32 || c->img_size < 32)
+        return mdl_bad(where, "model.img_size %d: SOFT needs a multiple of 32 (stride 32, landmark ratios 8/4/2)",
+                       c->img_size);
+    if (c->nr_iters < 1) return mdl_bad(where, "model.nr_iters %d must be >= 1", c->nr_iters);
+    if ((unsigned)c->nr_init >= SF_NR_COUNT) return mdl_bad(where, "model.nr_init %d is not master or paper", c->nr_init);
+    int blocks = 0;
+    for (int s = 0; s < 4; s++) {
+        if (c->embed_dims[s] < 1 || c->stage_heads[s] < 1 || c->embed_dims[s] % c->stage_heads[s])
+            return mdl_bad(where, "model.embed_dims[%d] %d must be a positive multiple of model.stage_heads[%d] %d",
+                           s, c->embed_dims[s], s, c->stage_heads[s]);
+        if (c->depths[s] < 1 || c->depths[s] > 256)
+            return mdl_bad(where, "model.depths[%d] %d must be in 1..256 (four values, one per stage)", s, c->depths[s]);
+        blocks += c->depths[s];
+    }
+    /* the stages' kinds are fixed (soft, then msa in stage 4): a list is only checked for length */
+    if (c->n_block_attn != 0 && c->n_block_attn != blocks)
+        return mdl_bad(where, "model.block_attn: %d kinds given for %d blocks", c->n_block_attn, blocks);
+    return 0;
+}
+
+/* `sfvit info` rows */
+static void soft_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
+    static const int ratio[3] = {8, 4, 2}, vk[3] = {9, 5, 3};
+    mdl_info_row *r = mdl_info_row_add(t, "patch_embed1", "patch_embed1.", "patch_embed1");
+    mdl_shape3(r->in, c->in_chans, c->img_size, c->img_size);
+    int side = c->img_size, cin = c->in_chans;
+    const int stem_out[3] = {32, 32, c->embed_dims[0]}, stem_stride[3] = {2, 1, 2};
+    for (int u = 0; u < 3; u++) {
+        side = (side - 1) / stem_stride[u] + 1;
+        r->macs += (double)side * side * stem_out[u] * cin * 9;
+        cin = stem_out[u];
+    }
+    mdl_shape2(r->out, side * side, c->embed_dims[0]);
+    for (int st = 0; st < 4; st++) {
+        const int C = c->embed_dims[st], H = c->stage_heads[st], D = C / H;
+        char p[48], nm[48];
+        if (st > 0) {
+            snprintf(p, sizeof p, "patch_embed%d.", st + 1);
+            snprintf(nm, sizeof nm, "patch_embed%d", st + 1);
+            r = mdl_info_row_add(t, "downsample", p, nm);
+            mdl_shape2(r->in, side * side, c->embed_dims[st - 1]);
+            side = (side - 1) / 2 + 1;
+            mdl_shape2(r->out, side * side, C);
+            r->macs = (double)side * side * C * c->embed_dims[st - 1] * 9;
+        }
+        const int n = side * side;
+        if (st == 3) {
+            r = mdl_info_row_add(t, "cls_token", "cls_token", "cls_token");
+            mdl_shape2(r->in, n, C);
+            mdl_shape2(r->out, n + 1, C);
+        }
+        snprintf(p, sizeof p, "pos_embed%d", st + 1);
+        r = mdl_info_row_add(t, "pos_embed", p, p);
+        mdl_shape2(r->in, n + (st == 3), C);
+        mdl_shape2(r->out, n + (st == 3), C);
+        for (int i = 0; i < c->depths[st]; i++) {
+            snprintf(p, sizeof p, "block%d.%d.", st + 1, i);
+            snprintf(nm, sizeof nm, "block%d.%d", st + 1, i);
+            r = mdl_info_row_add(t, st == 3 ? "stage4 (msa)" : "soft layers", p, nm);
+            if (st == 3) {
+                const int N = n + 1;
+                mdl_shape2(r->in, N, C);
+                mdl_shape2(r->out, N, C);
+                r->macs = 4.0 * N * C * C + 2.0 * N * N * C;
+                r->softmax_exp = (double)H * N * N;
+                snprintf(r->note, sizeof r->note, "msa");
+                mdl_info_mlp(r, c, N, C);
+                continue;
+            }
+            const int rr = ratio[st], hs = (side - rr) / rr + 1, M = hs * hs, k = vk[st];
+            mdl_shape2(r->in, n, C);
+            mdl_shape2(r->out, n, C);
+            r->macs = 11.0 * n * C * C                 // W_q, W_v, ff, ff1, ff2
+                      + (double)M * rr * rr * D * C    // landmark conv (= nDC when r | side)
+                      + ((double)n * M + (double)M * M) * C  // K1, K2 distances
+                      + (double)n * M * M * H          // K1·Z
+                      + 2.0 * n * M * C                // K1ᵀV, R·T
+                      + (double)n * C * k * k;         // V conv
+            r->nr_macs = (double)c->nr_iters * 2.0 * M * M * M * H;
+            r->kernel_exp = (double)H * ((double)n * M + (double)M * M);
+            r->gelu_erf = (double)M * D * H;           // landmark GELU
+            r->gelu_tanh = (double)n * 4 * C;          // MLP (tanh GELU)
+            snprintf(r->note, sizeof r->note, "%s M=%d NR%d", c->attn_norm == SF_NORM_SYMMETRIC ? "soft++" : "soft",
+                     M, c->nr_iters);
+        }
+    }
+    const int C4 = c->embed_dims[3];
+    r = mdl_info_row_add(t, "norm", "norm.", "norm");
+    mdl_shape2(r->in, side * side + 1, C4);
+    mdl_shape2(r->out, side * side + 1, C4);
+    r = mdl_info_row_add(t, "head", "head.", "head");
+    mdl_shape2(r->in, 1, C4);
+    snprintf(r->out, 40, "(%d)", c->num_classes);
+    r->macs = (double)C4 * c->num_classes;
+}
+
+const mdl_family_def mdl_family_soft = {
+    .title = "SOFT", .per_block = 0, .check = soft_check, .build = soft_build, .forward = soft_forward,
+    .free = soft_free, .info_rows = soft_info_rows,
+};

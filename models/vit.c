@@ -38,7 +38,7 @@ typedef struct vit_model {
     int grid;               // patches per side
 } vit_model;
 
-int vit_build(sf_model *m, sf_params *ps) {
+static int vit_build(sf_model *m, sf_params *ps) {
     const sf_model_cfg *c = &m->cfg;
     const sf_family F = SF_FAMILY_VIT;
     const int C = c->embed_dim, L = c->depth, P = c->patch_size, G = c->img_size / P;
@@ -77,14 +77,19 @@ int vit_build(sf_model *m, sf_params *ps) {
     return 0;
 }
 
-void vit_free(sf_model *m) {
+static void vit_free(sf_model *m) {
     vit_model *v = m->family;
     if (!v) return;
     free(v->blocks);
     free(v);
 }
 
-sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+static sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+    /* a learned pos_embed fixes the grid; resize a checkpoint with sf_vit_interpolate_pos_embed */
+    char shape_buf[64];
+    SF_ASSERT(images->shape[2] == m->cfg.img_size, "ViT %s built for %d², got images %s", m->cfg.name,
+              m->cfg.img_size, sf_shape_str(images, shape_buf, sizeof shape_buf));
+
     const sf_model_cfg *c = &m->cfg;
     vit_model *v = m->family;
     const int B = images->shape[0], C = c->embed_dim;
@@ -161,3 +166,43 @@ int sf_vit_interpolate_pos_embed(const float *src, int src_grid, float *dst, int
     free(tmp);
     return 0;
 }
+
+static int vit_check(const sf_model_cfg *c, const char *where) { return mdl_check_tokens(c, where); }
+
+/* `sfvit info` rows */
+static void vit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
+    const int C = c->embed_dim, G = c->img_size / c->patch_size, Np = G * G, N = Np + 1;
+    mdl_info_row *r = mdl_info_row_add(t, "patch_embed", "patch_embed.", "patch_embed");
+    mdl_shape3(r->in, c->in_chans, c->img_size, c->img_size);
+    mdl_shape2(r->out, Np, C);
+    r->macs = (double)Np * C * c->in_chans * c->patch_size * c->patch_size;
+    r = mdl_info_row_add(t, "cls_token", "cls_token", "cls_token");
+    mdl_shape2(r->in, Np, C);
+    mdl_shape2(r->out, N, C);
+    r = mdl_info_row_add(t, "pos_embed", "pos_embed", "pos_embed");
+    mdl_shape2(r->in, N, C);
+    mdl_shape2(r->out, N, C);
+    for (int i = 0; i < c->depth; i++) {
+        char p[48], nm[48];
+        snprintf(p, sizeof p, "blocks.%d.", i);
+        snprintf(nm, sizeof nm, "blocks.%d", i);
+        r = mdl_info_row_add(t, "blocks", p, nm);
+        mdl_shape2(r->in, N, C);
+        mdl_shape2(r->out, N, C);
+        r->macs = 4.0 * N * C * C;  // qkv + proj
+        mdl_info_mixing(t, r, c, mdl_block_attn(c, i), N);
+        mdl_info_mlp(r, c, N, C);
+    }
+    r = mdl_info_row_add(t, "norm", "norm.", "norm");
+    mdl_shape2(r->in, N, C);
+    mdl_shape2(r->out, N, C);
+    r = mdl_info_row_add(t, "head", "head.", "head");
+    mdl_shape2(r->in, 1, C);
+    snprintf(r->out, 40, "(%d)", c->num_classes);
+    r->macs = (double)C * c->num_classes;
+}
+
+const mdl_family_def mdl_family_vit = {
+    .title = "a ViT", .per_block = 1, .check = vit_check, .build = vit_build, .forward = vit_forward,
+    .free = vit_free, .info_rows = vit_info_rows,
+};

@@ -48,7 +48,7 @@ typedef struct xcit_model {
     mdl_linear head;
 } xcit_model;
 
-int xcit_build(sf_model *m, sf_params *ps) {
+static int xcit_build(sf_model *m, sf_params *ps) {
     const sf_model_cfg *c = &m->cfg;
     const sf_family F = SF_FAMILY_XCIT;
     const int C = c->embed_dim, L = c->depth, H = c->num_heads, P = c->patch_size;
@@ -128,7 +128,7 @@ int xcit_build(sf_model *m, sf_params *ps) {
     return 0;
 }
 
-void xcit_free(sf_model *m) {
+static void xcit_free(sf_model *m) {
     xcit_model *x = m->family;
     if (!x) return;
     free(x->blocks);
@@ -196,7 +196,11 @@ static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a,
     return sf_add(g, x, sf_concat_tokens(g, mc, sf_slice_tokens(g, x, 1, N1 - 1)));
 }
 
-sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
+    char shape_buf[64];
+    SF_ASSERT(images->shape[2] % m->cfg.patch_size == 0, "XCiT images %s: side not a multiple of %d",
+              sf_shape_str(images, shape_buf, sizeof shape_buf), m->cfg.patch_size);
+
     const sf_model_cfg *c = &m->cfg;
     xcit_model *x = m->family;
     const int B = images->shape[0], C = c->embed_dim;
@@ -232,3 +236,83 @@ sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     sf_tensor *cls = sf_reshape(g, sf_slice_tokens(g, t, 0, 1), 2, (int[]){B, C});  // (B, C)
     return mdl_linear_fwd(g, &x->head, cls);
 }
+
+static int xcit_check(const sf_model_cfg *c, const char *where) {
+    if (c->patch_size != 16 && c->patch_size != 8)
+        return mdl_bad(where, "model.patch_size %d: XCiT's conv patch embedding exists for 8 and 16", c->patch_size);
+    if (mdl_check_tokens(c, where)) return -1;
+    if (c->embed_dim % (c->patch_size == 16 ? 8 : 4))
+        return mdl_bad(where, "model.embed_dim %d must be divisible by %d (conv patch embedding widths)",
+                       c->embed_dim, c->patch_size == 16 ? 8 : 4);
+    if (c->cls_attn_layers < 0 || c->cls_attn_layers > 8)
+        return mdl_bad(where, "model.cls_attn_layers %d must be in 0..8", c->cls_attn_layers);
+    return 0;
+}
+
+/* `sfvit info` rows */
+static void xcit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
+    const int C = c->embed_dim, H = c->num_heads, P = c->patch_size, G = c->img_size / P, N = G * G;
+    const int units = P == 16 ? 4 : 3;
+    mdl_info_row *r = mdl_info_row_add(t, "patch_embed", "patch_embed.", "patch_embed");
+    mdl_shape3(r->in, c->in_chans, c->img_size, c->img_size);
+    mdl_shape2(r->out, N, C);
+    int cin = c->in_chans, side = c->img_size;
+    for (int u = 0; u < units; u++) {
+        int cout = C >> (units - 1 - u);
+        side = (side - 1) / 2 + 1;  // conv3x3 s2 p1
+        r->macs += (double)side * side * cout * cin * 9;
+        if (u < units - 1) r->gelu_erf += (double)side * side * cout;
+        cin = cout;
+    }
+    r = mdl_info_row_add(t, "pos_embeder", "pos_embeder.", "pos_embeder");
+    mdl_shape2(r->in, N, 64);
+    mdl_shape2(r->out, N, C);
+    r->macs = (double)N * 64 * C;
+    for (int i = 0; i < c->depth; i++) {
+        char p[48], nm[48];
+        snprintf(p, sizeof p, "blocks.%d.", i);
+        snprintf(nm, sizeof nm, "blocks.%d", i);
+        r = mdl_info_row_add(t, "blocks", p, nm);
+        mdl_shape2(r->in, N, C);
+        mdl_shape2(r->out, N, C);
+        r->macs = 4.0 * N * C * C;
+        mdl_info_mixing(t, r, c, mdl_block_attn(c, i), N);
+        if (c->lpi) {
+            r->macs += 18.0 * N * C;  // two depthwise 3×3
+            r->gelu_erf += (double)N * C;
+        }
+        mdl_info_mlp(r, c, N, C);
+    }
+    r = mdl_info_row_add(t, "cls_token", "cls_token", "cls_token");
+    mdl_shape2(r->in, N, C);
+    mdl_shape2(r->out, N + 1, C);
+    for (int j = 0; j < c->cls_attn_layers; j++) {
+        char p[48], nm[48];
+        snprintf(p, sizeof p, "cls_attn_blocks.%d.", j);
+        snprintf(nm, sizeof nm, "cls_attn_blocks.%d", j);
+        r = mdl_info_row_add(t, "cls_attn_blocks", p, nm);
+        mdl_shape2(r->in, N + 1, C);
+        mdl_shape2(r->out, N + 1, C);
+        /* qkv on all tokens, one query row against N+1 keys, proj and MLP on the cls row */
+        r->macs = 3.0 * (N + 1) * C * C + 2.0 * (N + 1) * C + (double)C * C;
+        if (c->attn == SF_ATTN_SIMA) {
+            snprintf(r->note, sizeof r->note, "sima %s qk_first", sf_attn_norm_names[c->attn_norm]);
+        } else {
+            r->softmax_exp = (double)H * (N + 1);
+            snprintf(r->note, sizeof r->note, "softmax");
+        }
+        mdl_info_mlp(r, c, 1, C);
+    }
+    r = mdl_info_row_add(t, "norm", "norm.", "norm");
+    mdl_shape2(r->in, N + 1, C);
+    mdl_shape2(r->out, N + 1, C);
+    r = mdl_info_row_add(t, "head", "head.", "head");
+    mdl_shape2(r->in, 1, C);
+    snprintf(r->out, 40, "(%d)", c->num_classes);
+    r->macs = (double)C * c->num_classes;
+}
+
+const mdl_family_def mdl_family_xcit = {
+    .title = "XCiT", .per_block = 1, .check = xcit_check, .build = xcit_build, .forward = xcit_forward,
+    .free = xcit_free, .info_rows = xcit_info_rows,
+};

@@ -1,5 +1,5 @@
 /* test_models.c — the model builders: parameter counts and MACs of every named model against
- * the reference computed figures (the model reference, 6: params exact, MACs within 0.1%), exp()/GELU
+ * the reference figures (docs/models.md: params exact, MACs within 0.1%), exp()/GELU
  * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
  * against the reference tables, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
@@ -575,6 +575,46 @@ static void test_model_gradchecks(void) {
     }
 }
 
+/* The lists of model.h and their tables: every name is there, every attention kind is taken
+ * by some family (and then counted by `sfvit info` with params and MACs), refused with a
+ * message by the others, and every family has a named preset. A kind or a family added to a
+ * list without its entry fails here or does not link. */
+static void test_tables(void) {
+    CHECK(sf_attn_names[SF_ATTN_COUNT] == NULL && sf_family_names[SF_FAMILY_COUNT] == NULL &&
+              sf_attn_norm_names[SF_NORM_COUNT] == NULL && sf_sima_order_names[SF_SIMA_COUNT] == NULL,
+          "name lists end with the enum");
+    for (int f = 0; f < SF_FAMILY_COUNT; f++) {
+        sf_model_cfg c;
+        int preset = -1;
+        for (int i = 0; sf_model_names[i] && preset < 0; i++)
+            if (sf_model_defaults(&c, sf_model_names[i]) == 0 && c.family == (sf_family)f) preset = i;
+        CHECK(preset >= 0, "family %s has a named preset", sf_family_names[f]);
+        if (preset < 0) continue;
+        for (int k = 0; k < SF_ATTN_COUNT; k++) {
+            sf_model_defaults(&c, sf_model_names[preset]);
+            c.attn = (sf_attn_kind)k;
+            c.attn_norm = k == SF_ATTN_SOFT ? SF_NORM_NONE : SF_NORM_L1;
+            int ok = sf_model_check(&c, NULL) == 0;
+            printf("  %-5s x %-5s %s\n", sf_family_names[f], sf_attn_names[k], ok ? "taken" : "refused");
+            if (ok)
+                CHECK(sf_model_param_count(&c) > 0 && sf_model_macs(&c) > 0, "%s with %s: info counts it",
+                      sf_family_names[f], sf_attn_names[k]);
+        }
+    }
+    for (int k = 0; k < SF_ATTN_COUNT; k++) {
+        int takers = 0;
+        for (int f = 0; f < SF_FAMILY_COUNT; f++) {
+            sf_model_cfg c;
+            for (int i = 0; sf_model_names[i]; i++)
+                if (sf_model_defaults(&c, sf_model_names[i]) == 0 && c.family == (sf_family)f) break;
+            c.attn = (sf_attn_kind)k;
+            c.attn_norm = k == SF_ATTN_SOFT ? SF_NORM_NONE : SF_NORM_L1;
+            takers += sf_model_check(&c, NULL) == 0;
+        }
+        CHECK(takers > 0, "attention kind %s is taken by some family", sf_attn_names[k]);
+    }
+}
+
 int main(int argc, char **argv) {
     sf_threads_init(0);
     if (argc > 1 && !strcmp(argv[1], "gradcheck")) {
@@ -587,6 +627,7 @@ int main(int argc, char **argv) {
     test_custom_vit();
     test_parts();
     test_names();
+    test_tables();
     test_interpolate();
 
     test_forward_backward("vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1));

@@ -35,13 +35,7 @@ _Static_assert(sizeof(sf_family) == sizeof(int) && sizeof(sf_attn_kind) == sizeo
                sizeof(sf_act) == sizeof(int), "enum fields are read and written as int");
 
 
-static const char *const families[] = {"vit", "xcit", "soft", NULL};
-static const char *const attn_kinds[] = {"msa", "xca", "sima", "soft", NULL};
-static const char *const attn_norms[] = {"l1", "l2", "none", "symmetric", NULL};
-static const char *const sima_orders[] = {"auto", "qk_first", "kv_first", NULL};
-static const char *const acts[] = {"gelu", "relu", NULL};
-static const char *const pools[] = {"token", "avg", NULL};
-static const char *const nr_inits[] = {"master", "paper", NULL};
+/* The model's enums take their names from the models and ops layers' lists (model.h, ops.h). */
 static const char *const interps[] = {"bilinear", "bicubic", "random", NULL};
 static const char *const decay_masks[] = {"sfvit", "official", NULL};
 
@@ -54,7 +48,7 @@ const key_def config_keys[] = {
     /* model */
     {"model.name", K_NAME, OFF(model.name), SZ(model.name), 0, 0, 0, 0, NULL,
      "named model (deit_tiny, deit_small, xcit_*, soft_*) or \"\" for the custom ViT; sets every model key first"},
-    {"model.family", K_ENUM, OFF(model.family), 0, 0, 0, 0, 0, families, "architecture family (set by model.name)"},
+    {"model.family", K_ENUM, OFF(model.family), 0, 0, 0, 0, 0, sf_family_names, "architecture family (set by model.name)"},
     {"model.img_size", K_INT, OFF(model.img_size), 0, 0, 0, 1, 8192, NULL, "input side in pixels"},
     {"model.in_chans", K_INT, OFF(model.in_chans), 0, 0, 0, 1, 3, NULL, "input channels (1 or 3)"},
     {"model.num_classes", K_INT, OFF(model.num_classes), 0, 0, 0, 1, 1000000, NULL, "classifier outputs"},
@@ -73,16 +67,16 @@ const key_def config_keys[] = {
     {"model.stage_heads", K_INT_LIST, OFF(model.stage_heads), CAP(model.stage_heads, int), L_ZEROPAD, 0, 1,
      4096, NULL, "SOFT per-stage heads (also settable as a list in model.num_heads)"},
     {"model.nr_iters", K_INT, OFF(model.nr_iters), 0, 0, 0, 1, 1000, NULL, "SOFT Newton-Raphson iterations"},
-    {"model.nr_init", K_ENUM, OFF(model.nr_init), 0, 0, 0, 0, 0, nr_inits, "SOFT Newton-Raphson initialization"},
-    {"model.attn", K_ENUM, OFF(model.attn), 0, 0, 0, 0, 0, attn_kinds, "attention kind of every block"},
-    {"model.attn_norm", K_ENUM, OFF(model.attn_norm), 0, 0, 0, 0, 0, attn_norms,
+    {"model.nr_init", K_ENUM, OFF(model.nr_init), 0, 0, 0, 0, 0, sf_nr_init_names, "SOFT Newton-Raphson initialization"},
+    {"model.attn", K_ENUM, OFF(model.attn), 0, 0, 0, 0, 0, sf_attn_names, "attention kind of every block"},
+    {"model.attn_norm", K_ENUM, OFF(model.attn_norm), 0, 0, 0, 0, 0, sf_attn_norm_names,
      "sima: l1|l2|none; soft: none (SOFT) | symmetric (SOFT++)"},
-    {"model.sima_order", K_ENUM, OFF(model.sima_order), 0, 0, 0, 0, 0, sima_orders,
+    {"model.sima_order", K_ENUM, OFF(model.sima_order), 0, 0, 0, 0, 0, sf_sima_order_names,
      "SimA product order (auto: (QK^T)V when N < D)"},
     {"model.block_attn", K_ENUM_LIST, OFF(model.block_attn), SF_MAX_BLOCKS, L_COUNTED, OFF(model.n_block_attn),
-     0, 0, attn_kinds, "per-block attention kinds ([] = model.attn everywhere)"},
-    {"model.act", K_ENUM, OFF(model.act), 0, 0, 0, 0, 0, acts, "MLP activation"},
-    {"model.global_pool", K_ENUM, OFF(model.global_pool), 0, 0, 0, 0, 0, pools, "ViT classifier input: cls token or mean of patch tokens"},
+     0, 0, sf_attn_names, "per-block attention kinds ([] = model.attn everywhere)"},
+    {"model.act", K_ENUM, OFF(model.act), 0, 0, 0, 0, 0, sf_act_names, "MLP activation"},
+    {"model.global_pool", K_ENUM, OFF(model.global_pool), 0, 0, 0, 0, 0, sf_pool_names, "ViT classifier input: cls token or mean of patch tokens"},
     {"model.lpi", K_BOOL, OFF(model.lpi), 0, 0, 0, 0, 1, NULL, "XCiT local patch interaction"},
     {"model.layer_scale_init", K_FLOAT, OFF(model.layer_scale_init), 0, 0, 0, 0, 100, NULL, "XCiT layer-scale eta"},
     {"model.cls_attn_layers", K_INT, OFF(model.cls_attn_layers), 0, 0, 0, 0, 64, NULL, "XCiT class-attention layers"},

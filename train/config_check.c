@@ -1,9 +1,12 @@
 /* config_check.c — the checks across keys of a loaded config (sf_config_validate): what no
  * single key's type and range can say (a width divisible by its heads, an even batch for
  * mixup, a warmup shorter than the run). Each failure names the key, as the parser does;
- * every failure is reported, not only the first. docs/configs.md lists them.
+ * every failure of these is reported, not only the first. The model's constraints are
+ * sf_model_check's (the models layer), called here with the file's name. docs/configs.md
+ * lists them.
  * The key table, parsing and output are in config.c.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "sfvit/config.h"
@@ -13,49 +16,10 @@ int sf_config_validate(const sf_config *cfg) {
     const sf_model_cfg *m = &cfg->model;
     int bad = 0;
 #define FAIL(key, fmt, ...) (bad = 1, sf_error("%s: %s: " fmt, file, key, ##__VA_ARGS__))
-    if (m->in_chans != 1 && m->in_chans != 3) FAIL("model.in_chans", "must be 1 or 3, got %d", m->in_chans);
-    int blocks = m->depth;
-    if (m->family == SF_FAMILY_SOFT) {
-        blocks = 0;
-        if (m->num_stages < 1 || m->num_stages > 4)
-            FAIL("model.num_stages", "SOFT needs 1 to 4 stages, got %d", m->num_stages);
-        for (int s = 0; s < m->num_stages && s < 4; s++) {
-            if (m->embed_dims[s] <= 0 || m->depths[s] <= 0 || m->stage_heads[s] <= 0) {
-                FAIL("model.depths", "model.embed_dims, model.depths and model.stage_heads need %d values "
-                     "each (model.num_stages)", m->num_stages);
-                break;
-            }
-            if (m->embed_dims[s] % m->stage_heads[s] != 0)
-                FAIL("model.embed_dims", "stage %d: width %d is not divisible by its %d heads", s + 1,
-                     m->embed_dims[s], m->stage_heads[s]);
-            blocks += m->depths[s];
-        }
-        for (int s = m->num_stages; s < 4; s++)
-            if (m->embed_dims[s] != 0 || m->depths[s] != 0 || m->stage_heads[s] != 0) {
-                FAIL("model.depths", "model.embed_dims, model.depths or model.stage_heads has more values "
-                     "than model.num_stages %d", m->num_stages);
-                break;
-            }
-        if (m->img_size % 32 != 0)
-            FAIL("model.img_size", "SOFT downsamples by 32: %d is not a multiple of 32", m->img_size);
-    } else {
-        if (m->embed_dim % m->num_heads != 0)
-            FAIL("model.embed_dim", "%d is not divisible by model.num_heads %d", m->embed_dim, m->num_heads);
-        if (m->img_size % m->patch_size != 0)
-            FAIL("model.img_size", "%d is not a multiple of model.patch_size %d", m->img_size, m->patch_size);
-        if (m->family == SF_FAMILY_XCIT && m->patch_size != 8 && m->patch_size != 16)
-            FAIL("model.patch_size", "XCiT's convolutional patch embedding supports 8 or 16, got %d", m->patch_size);
-    }
-    if (m->n_block_attn != 0 && m->n_block_attn != blocks)
-        FAIL("model.block_attn", "%d kinds given for %d blocks", m->n_block_attn, blocks);
-    if (m->attn == SF_ATTN_SIMA && m->attn_norm == SF_NORM_SYMMETRIC)
-        FAIL("model.attn_norm", "sima takes l1, l2 or none, not symmetric");
-    if (m->attn == SF_ATTN_SOFT && (m->attn_norm == SF_NORM_L1 || m->attn_norm == SF_NORM_L2))
-        FAIL("model.attn_norm", "soft takes none (SOFT) or symmetric (SOFT++)");
-    if (m->attn == SF_ATTN_SOFT && m->family != SF_FAMILY_SOFT)
-        FAIL("model.attn", "soft attention needs a SOFT model (model.name soft_*)");
-    if (m->family == SF_FAMILY_SOFT && (m->attn == SF_ATTN_XCA))
-        FAIL("model.attn", "xca needs an XCiT model");
+    /* the model's own validator, with this file named in its message */
+    char where[SF_PATH_MAX + 8];
+    snprintf(where, sizeof where, "%s: ", file);
+    if (sf_model_check(m, where) != 0) bad = 1;
     const sf_aug_cfg *a = &cfg->aug;
     if (a->scale_min > a->scale_max)
         FAIL("aug.scale_min", "%g is larger than aug.scale_max %g", (double)a->scale_min, (double)a->scale_max);

@@ -7,14 +7,35 @@
 
 #include "sfvit/ops.h"
 
-typedef enum sf_family { SF_FAMILY_VIT = 0, SF_FAMILY_XCIT, SF_FAMILY_SOFT } sf_family;
-typedef enum sf_attn_kind { SF_ATTN_MSA = 0, SF_ATTN_XCA, SF_ATTN_SIMA, SF_ATTN_SOFT } sf_attn_kind;
-typedef enum sf_attn_norm {
-    SF_NORM_L1 = 0, SF_NORM_L2, SF_NORM_NONE, /* sima */
-    SF_NORM_SYMMETRIC                         /* soft (SOFT++); SOFT uses SF_NORM_NONE */
-} sf_attn_norm;
-typedef enum sf_act { SF_ACT_GELU = 0, SF_ACT_RELU } sf_act;
-typedef enum sf_global_pool { SF_POOL_TOKEN = 0, SF_POOL_AVG } sf_global_pool;
+/* One list per kind of thing. Each list gives the enum (plus a _COUNT), the names that
+ * configs and `sfvit info` use (sf_*_names, NULL-terminated) and, in models/kinds.c, the
+ * table of what each entry does: a family is a struct of functions defined in its own file
+ * (mdl_family_<name>: check, build, forward, free, info rows), an attention kind a struct
+ * (mdl_attn_<name>: where it may be used, which norms it takes, its token mixing and cost).
+ * An entry without its struct does not link; docs/architecture.md has the recipes. */
+#define SF_FAMILIES(X) X(VIT, vit) X(XCIT, xcit) X(SOFT, soft)
+#define SF_ATTN_KINDS(X) X(MSA, msa) X(XCA, xca) X(SIMA, sima) X(SOFT, soft)
+/* sima: l1 / l2 / none; soft: none (SOFT) / symmetric (SOFT++) */
+#define SF_ATTN_NORMS(X) X(L1, l1) X(L2, l2) X(NONE, none) X(SYMMETRIC, symmetric)
+#define SF_ACTS(X) X(GELU, gelu) X(RELU, relu)
+#define SF_POOLS(X) X(TOKEN, token) X(AVG, avg)
+
+#define SF_ENUM_ITEM_FAMILY(ID, name) SF_FAMILY_##ID,
+#define SF_ENUM_ITEM_ATTN(ID, name) SF_ATTN_##ID,
+#define SF_ENUM_ITEM_NORM(ID, name) SF_NORM_##ID,
+#define SF_ENUM_ITEM_ACT(ID, name) SF_ACT_##ID,
+#define SF_ENUM_ITEM_POOL(ID, name) SF_POOL_##ID,
+typedef enum sf_family { SF_FAMILIES(SF_ENUM_ITEM_FAMILY) SF_FAMILY_COUNT } sf_family;
+typedef enum sf_attn_kind { SF_ATTN_KINDS(SF_ENUM_ITEM_ATTN) SF_ATTN_COUNT } sf_attn_kind;
+typedef enum sf_attn_norm { SF_ATTN_NORMS(SF_ENUM_ITEM_NORM) SF_NORM_COUNT } sf_attn_norm;
+typedef enum sf_act { SF_ACTS(SF_ENUM_ITEM_ACT) SF_ACT_COUNT } sf_act;
+typedef enum sf_global_pool { SF_POOLS(SF_ENUM_ITEM_POOL) SF_POOL_COUNT } sf_global_pool;
+
+extern const char *const sf_family_names[SF_FAMILY_COUNT + 1];
+extern const char *const sf_attn_names[SF_ATTN_COUNT + 1];
+extern const char *const sf_attn_norm_names[SF_NORM_COUNT + 1];
+extern const char *const sf_act_names[SF_ACT_COUNT + 1];
+extern const char *const sf_pool_names[SF_POOL_COUNT + 1];
 
 #define SF_MAX_BLOCKS 64
 
@@ -50,8 +71,14 @@ typedef struct sf_model_cfg {
  * sizes, which a config refines key by key); returns -1 (and prints the known names) for an
  * unknown name. */
 int sf_model_defaults(sf_model_cfg *cfg, const char *name);
-/* Names of every registered model, NULL-terminated. */
+/* Names of every registered model (the presets of models/kinds.c), NULL-terminated. */
 extern const char *const sf_model_names[];
+
+/* The one model validator: every constraint of a config on its family, attention kinds and
+ * sizes. Prints the first failure as "<where>model.KEY ...", where = e.g. "file.yaml: " (the
+ * config layer's part of the message) or NULL; returns 0 or -1. sf_model_build and `sfvit
+ * info` call it too. */
+int sf_model_check(const sf_model_cfg *cfg, const char *where);
 
 typedef struct sf_model sf_model;
 

@@ -126,11 +126,16 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
 sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
 sf_tensor *sf_l2norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
 
+/* The SimA product orders; AUTO: (QK^T)V when N < D, else Q(K^T V) — the official rule.
+ * The enum and sf_sima_order_names (config values, `sfvit info`) follow from this list. */
+#define SF_SIMA_ORDERS(X) X(AUTO, auto) X(QK_FIRST, qk_first) X(KV_FIRST, kv_first)
 typedef enum sf_sima_order {
-    SF_SIMA_AUTO = 0,      /* (QK^T)V when N < D, else Q(K^T V) — the official rule */
-    SF_SIMA_QK_FIRST,
-    SF_SIMA_KV_FIRST,
+#define SF_X(ID, name) SF_SIMA_##ID,
+    SF_SIMA_ORDERS(SF_X)
+#undef SF_X
+    SF_SIMA_COUNT
 } sf_sima_order;
+extern const char *const sf_sima_order_names[SF_SIMA_COUNT + 1]; /* NULL-terminated */
 /* O = Q K^T V per (b, h); q (B, H, Nq, D), k and v (B, H, N, D) -> (B, H, Nq, D)
  * (Nq = 1 for class attention; normalization is a separate op). AUTO resolves with N. */
 sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order);
@@ -147,10 +152,17 @@ sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor
  * If l == q (same tensor) the symmetric case (K2) is handled. */
 sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c);
 
+/* Newton–Raphson initializations. MASTER, the SOFT master code: P = A + 0.01 I,
+ * alpha = 0.9 * 2 / (max row sum)^2; PAPER: alpha = 2 beta^n / ||A||_1^2 with halvings until
+ * ||I - alpha A^2||_1 <= 1. */
+#define SF_NR_INITS(X) X(MASTER, master) X(PAPER, paper)
 typedef enum sf_nr_init {
-    SF_NR_MASTER = 0, /* SOFT master code: P = A + 0.01 I, alpha = 0.9 * 2 / (max row sum)^2 */
-    SF_NR_PAPER,      /* alpha = 2 beta^n / ||A||_1^2 with halvings until ||I - alpha A^2||_1 <= 1 */
+#define SF_X(ID, name) SF_NR_##ID,
+    SF_NR_INITS(SF_X)
+#undef SF_X
+    SF_NR_COUNT
 } sf_nr_init;
+extern const char *const sf_nr_init_names[SF_NR_COUNT + 1]; /* NULL-terminated */
 /* Newton–Raphson (Newton–Schulz) pseudo-inverse of each (M, M) matrix of a (..., M, M);
  * `iters` iterations forward, explicit -Y^T G Y^T backward. */
 sf_tensor *sf_nr_pinv(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init);

@@ -1,5 +1,6 @@
 /* table.c — the op table, generated from the op list (SF_OPS in ops.h): name and backward of
- * every op, indexed by sf_op; the tape entry point of every op. */
+ * every op, indexed by sf_op; the tape entry point of every op; the names of the ops layer's
+ * other lists (SimA orders, Newton–Raphson initializations). */
 #include "ops_internal.h"
 
 #include <stdlib.h>
@@ -11,6 +12,11 @@ const sf_op_info sf_op_table[SF_OP_COUNT] = {
     SF_OPS(SF_OP_ENTRY)
 #undef SF_OP_ENTRY
 };
+
+#define SF_NAME(ID, name) #name,
+const char *const sf_sima_order_names[SF_SIMA_COUNT + 1] = {SF_SIMA_ORDERS(SF_NAME) NULL};
+const char *const sf_nr_init_names[SF_NR_COUNT + 1] = {SF_NR_INITS(SF_NAME) NULL};
+#undef SF_NAME
 
 const char *sf_op_name(int op) { return op > SF_OP_NONE && op < SF_OP_COUNT ? sf_op_table[op].name : "?"; }
 
