@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
         leaf_free(x.temp);
         free(x.g_out);
     }
-    printf("# arena peak %.1f MiB\n", (double)g.arena.peak / (1 << 20));
+    printf("# arena peak %.1f MiB\n", (double)sf_ctx_arena_peak(&g) / (1 << 20));
     sf_ctx_free(&g);
     return 0;
 }

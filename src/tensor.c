@@ -1,6 +1,6 @@
 /* tensor.c — the arena, tensors, the tape and the parameter store (see tensor.h).
  * Deliberately no reference counting and no views: an arena reset frees a whole step. */
-#include "sfvit/tensor.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,27 +106,32 @@ static void arena_free(sf_arena *a) {
 /* ---- context ---- */
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes) {
     memset(g, 0, sizeof(*g));
-    arena_init(&g->arena, arena_block_bytes);
+    g->arena = sf_calloc(1, sizeof *g->arena);
+    arena_init(g->arena, arena_block_bytes);
     g->grad_enabled = 1;
     g->training = 1;
     sf_rng_seed(&g->rng, 0x5f1c2d3e4b5a6978ULL);
 }
 
 void sf_ctx_free(sf_ctx *g) {
-    arena_free(&g->arena);
+    if (g->arena) arena_free(g->arena);
+    free(g->arena);
     free(g->tape);
     memset(g, 0, sizeof(*g));
 }
 
+size_t sf_ctx_arena_in_use(const sf_ctx *g) { return g->arena->in_use; }
+size_t sf_ctx_arena_peak(const sf_ctx *g) { return g->arena->peak; }
+
 void sf_ctx_reset(sf_ctx *g) {
-    arena_reset(&g->arena);
+    arena_reset(g->arena);
     g->tape_len = 0;
 }
 
 /* ---- tensors ---- */
 sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
     SF_ASSERT(ndim >= 1 && ndim <= SF_MAX_DIMS, "ndim %d", ndim);
-    sf_tensor *t = sf_arena_alloc(&g->arena, sizeof(sf_tensor));
+    sf_tensor *t = sf_arena_alloc(g->arena, sizeof(sf_tensor));
     memset(t, 0, sizeof(*t));
     t->ndim = ndim;
     t->numel = 1;
@@ -136,7 +141,7 @@ sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
         t->numel *= (size_t)shape[i];
     }
     for (int i = ndim; i < SF_MAX_DIMS; i++) t->shape[i] = 1;
-    t->data = sf_arena_alloc(&g->arena, t->numel * sizeof(float));
+    t->data = sf_arena_alloc(g->arena, t->numel * sizeof(float));
     return t;
 }
 
@@ -154,12 +159,12 @@ sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(
 
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
     if (!t->data) return;
-    sf_arena_release(&g->arena, t->data, t->numel * sizeof(float));
+    sf_arena_release(g->arena, t->data, t->numel * sizeof(float));
     t->data = NULL;
 }
 
 float *sf_grad(sf_ctx *g, sf_tensor *t) {
-    if (!t->grad) t->grad = sf_arena_calloc(&g->arena, t->numel * sizeof(float));
+    if (!t->grad) t->grad = sf_arena_calloc(g->arena, t->numel * sizeof(float));
     return t->grad;
 }
 
@@ -168,7 +173,7 @@ float *sf_grad(sf_ctx *g, sf_tensor *t) {
  * which saves the zero fill and one read of the buffer; otherwise the op accumulates. */
 float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate) {
     *accumulate = t->grad != NULL;
-    if (!t->grad) t->grad = sf_arena_alloc(&g->arena, t->numel * sizeof(float));
+    if (!t->grad) t->grad = sf_arena_alloc(g->arena, t->numel * sizeof(float));
     return t->grad;
 }
 
@@ -279,8 +284,8 @@ static void release_out_grad(sf_ctx *g, sf_node *n) {
     float *G = n->out->grad;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] && n->in[i]->grad == G) return;
-    if (!arena_owns(&g->arena, G)) return;
-    sf_arena_release(&g->arena, G, n->out->numel * sizeof(float));
+    if (!arena_owns(g->arena, G)) return;
+    sf_arena_release(g->arena, G, n->out->numel * sizeof(float));
     n->out->grad = NULL;
 }
 

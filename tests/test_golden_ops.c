@@ -31,6 +31,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "gradcheck.h"
 #pragma GCC diagnostic pop
+#include "ops_internal.h" /* the op table: every op has a golden runner */
 #include "sfvit/safetensors.h"
 
 #define MAX_NAMED 16

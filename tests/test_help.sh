@@ -24,6 +24,17 @@ for c in $cmds; do
   o=$("$SFVIT" help "$c" 2>&1); rc=$?
   check "sfvit help $c" test $rc -eq 0 -a -n "$(grep "^usage: sfvit $c" <<< "$o")"
 done
+# The options a command's parser accepts (its row of cli/table.c, listed after a usage
+# error) all appear in its --help text, so the two cannot drift apart.
+for c in $cmds; do
+  o=$("$SFVIT" $c --no-such-flag 2>&1); rc=$?
+  check "sfvit $c --no-such-flag: status 2, names it" test $rc -eq 2 -a -n "$(grep -- "--no-such-flag" <<< "$o")"
+  opts=$(sed -n 's/^---> HINT: options: //p' <<< "$o" | tr ',' '\n' | awk '{print $1}')
+  help=$("$SFVIT" $c --help)
+  for f in $opts; do
+    check "sfvit $c: option $f is in its usage" grep -qe "$f" <<< "$help"
+  done
+done
 o=$("$SFVIT" data check --help 2>&1); rc=$?
 check "data check --help is not a folder" test $rc -eq 0 -a -z "$(grep -i error <<< "$o")"
 check "--help writes no folder" test -z "$(ls -A)"

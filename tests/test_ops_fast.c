@@ -241,13 +241,13 @@ static void test_add_shared_and_arena(void) {
 
     /* arena: a released chunk is reused by the next allocation of the same size */
     sf_ctx_reset(&g);
-    size_t before = g.arena.in_use;
-    void *p = sf_arena_alloc(&g.arena, 1000);
-    sf_arena_release(&g.arena, p, 1000);
-    CHECK(g.arena.in_use == before, "release gives the bytes back (%zu vs %zu)", g.arena.in_use, before);
-    void *q = sf_arena_alloc(&g.arena, 1000);
+    size_t before = sf_ctx_arena_in_use(&g);
+    void *p = sf_arena_alloc(g.arena, 1000);
+    sf_arena_release(g.arena, p, 1000);
+    CHECK(sf_ctx_arena_in_use(&g) == before, "release gives the bytes back (%zu vs %zu)", sf_ctx_arena_in_use(&g), before);
+    void *q = sf_arena_alloc(g.arena, 1000);
     CHECK(q == p, "same-size allocation reuses the released chunk");
-    void *s = sf_arena_alloc(&g.arena, 5000);
+    void *s = sf_arena_alloc(g.arena, 5000);
     CHECK(s != p, "a different size does not");
     sf_ctx_free(&g);
     gc_leaf_free(a);
@@ -264,11 +264,11 @@ static void test_backward_releases(void) {
     sf_ctx_init(&g, 8 << 20);
     sf_tensor *t = x;
     for (int i = 0; i < 20; i++) t = sf_gelu(&g, t);
-    size_t fwd = g.arena.peak;
+    size_t fwd = sf_ctx_arena_peak(&g);
     float *seed = malloc(n * sizeof(float));
     for (int i = 0; i < n; i++) seed[i] = 1.0f;
     sf_backward_seeded(&g, t, seed);
-    size_t grow = g.arena.peak - fwd;
+    size_t grow = sf_ctx_arena_peak(&g) - fwd;
     CHECK(grow <= 3 * (size_t)n * sizeof(float), "backward grew the arena by %zu bytes (3 gradients: %zu)", grow,
           3 * (size_t)n * sizeof(float));
     x->grad = NULL;

@@ -427,30 +427,14 @@ static int run_open_data(run *r) {
     r->class_names = sf_class_names_json(r->train_ds.class_names, r->train_ds.num_classes);
     if (r->val_ds.count < r->world)
         return sf_error("%s/%s: %d images for %d ranks", c->data.root, c->data.val_split, r->val_ds.count, r->world);
-    sf_loader_opts lo = {
-        .batch_size = r->rank_batch,  // MPI: this rank's share of the global batch
-        .img_size = c->model.img_size,
-        .in_chans = c->model.in_chans,
-        .train = 1,
-        .workers = c->data.workers,
-        .prefetch = c->data.prefetch,
-        .seed = c->train.seed,
-        .aug = &c->aug,
-        .num_classes = c->model.num_classes,
-        .rank = r->rank,
-        .world = r->world,
-        .fraction = c->train.max_train_fraction,
-        .repeats = c->data.repeated_aug,
-    };
+    sf_loader_opts lo = sf_config_loader_opts(c, 1);
+    lo.batch_size = r->rank_batch;  // MPI: this rank's share of the global batch
+    lo.rank = r->rank;
+    lo.world = r->world;
     r->train_loader = sf_loader_create(&r->train_ds, &lo);
     r->val_slice = r->world > 1 ? dataset_slice(&r->val_ds, r->rank, r->world) : r->val_ds;
-    sf_loader_opts vo = lo;
-    vo.train = 0;
+    sf_loader_opts vo = sf_config_loader_opts(c, 0);  // every rank its slice, whole
     vo.batch_size = (c->train.eval_batch_size + r->world - 1) / r->world;
-    vo.rank = 0;
-    vo.world = 1;
-    vo.fraction = 1.0f;
-    vo.repeats = 1;
     r->val_loader = sf_loader_create(&r->val_slice, &vo);
     if (!r->train_loader || !r->val_loader) return -1;
     r->steps_per_epoch = sf_loader_steps_per_epoch(r->train_loader);

@@ -47,20 +47,9 @@ typedef enum sf_op {
 #undef SF_OP_ENUM
     SF_OP_COUNT
 } sf_op;
-_Static_assert(SF_OP_COUNT <= SF_MAX_OPS, "raise SF_MAX_OPS in tensor.h");
-
-typedef struct sf_op_info {
-    const char *name;
-    sf_backward_fn backward;
-} sf_op_info;
-
-/* The op table (src/ops/table.c), indexed by sf_op. */
-extern const sf_op_info sf_op_table[SF_OP_COUNT];
-/* The name of op number op ("?" outside the table), e.g. for sf_profile_report. */
+/* The name of op number op ("?" outside the list), e.g. for sf_profile_report. The op
+ * table (backward functions) and tape recording are the layer's own (ops_internal.h). */
 const char *sf_op_name(int op);
-
-/* Records a node of op on the tape with the table's backward (sf_tape_record). */
-sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in);
 
 /* Row-major sgemm on raw pointers: C = alpha * op(A) op(B) + beta * C, with op(A) (M x K),
  * op(B) (K x N), C (M x N), contiguous (lda/ldb/ldc derived); large products split over the

@@ -11,6 +11,9 @@
  * accumulates (+=) into the inputs' gradients. Once a node's backward has run, its output's
  * gradient is dead and goes back to the arena for reuse.
  *
+ * The arena's and the tape's internals (blocks, nodes, recording) are in
+ * src/engine_internal.h, for the engine and the ops layer only.
+ *
  * Deliberately not here: strides/views (a non-contiguous result is materialized by an
  * explicit op), dtypes other than float32, dynamic graphs across steps.
  */
@@ -20,7 +23,6 @@
 #include "sfvit/core.h"
 
 #define SF_MAX_DIMS 4
-#define SF_MAX_INPUTS 6
 
 typedef struct sf_tensor {
     float *data;          /* numel floats */
@@ -32,52 +34,15 @@ typedef struct sf_tensor {
     const char *name;     /* parameter name (timm state_dict key) or NULL */
 } sf_tensor;
 
-/* ---- arena: chained blocks, kept across resets, 64-byte aligned allocations ---- */
-typedef struct sf_arena_block {
-    struct sf_arena_block *next;
-    size_t size, used;
-    char *mem;
-} sf_arena_block;
-
-typedef struct sf_arena {
-    sf_arena_block *head;   /* block currently allocated from */
-    sf_arena_block *first;
-    size_t block_size;      /* default size of a new block */
-    size_t in_use, peak;    /* bytes handed out since the last reset, and the maximum */
-    size_t capacity;        /* bytes reserved over all blocks */
-    size_t limit;           /* 0 = unlimited; else an allocation past it is an error */
-    void *recycled;         /* released chunks (sf_arena_release), reused by exact size */
-} sf_arena;
-
-void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
-void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
-/* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
- * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */
-void sf_arena_release(sf_arena *a, void *p, size_t bytes);
-
-/* ---- the tape ----
- * The engine records nodes and walks them backwards; it knows an op only by its number
- * (for profiling) and its backward function. The ops themselves, their list and table are
- * the ops layer's (ops.h, src/ops/). */
-struct sf_ctx;
+/* The arena and the tape are the engine's and the ops layer's (src/engine_internal.h):
+ * everything above sees a step context and the counts below. */
+struct sf_arena;
 struct sf_node;
-typedef void (*sf_backward_fn)(struct sf_ctx *g, struct sf_node *node);
-
-typedef struct sf_node {
-    int op;               /* sf_op (ops.h) */
-    sf_backward_fn backward;
-    sf_tensor *out;
-    sf_tensor *in[SF_MAX_INPUTS];
-    int n_in;
-    void *saved;          /* op-specific saved context, arena-allocated */
-    int iarg[8];          /* small integer arguments (dims, flags) */
-    float farg[4];        /* small float arguments (eps, scale, p) */
-} sf_node;
 
 typedef struct sf_ctx {
-    sf_arena arena;
-    sf_node *tape;
-    int tape_len, tape_cap;
+    struct sf_arena *arena;   /* the step's activations (engine and ops only) */
+    struct sf_node *tape;     /* the recorded nodes (engine and ops only) */
+    int tape_len, tape_cap;   /* nodes recorded since the last reset (0 in evaluation) */
     int grad_enabled;     /* record the tape (training / gradient checks) */
     int training;         /* dropout, drop-path active; BatchNorm uses batch statistics */
     sf_rng rng;           /* drop-path / dropout masks */
@@ -91,6 +56,9 @@ void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);
 void sf_ctx_free(sf_ctx *g);
 /* Forget the tape and every activation: call after each step. */
 void sf_ctx_reset(sf_ctx *g);
+/* Arena bytes handed out since the last reset, and the most ever (the step's peak). */
+size_t sf_ctx_arena_in_use(const sf_ctx *g);
+size_t sf_ctx_arena_peak(const sf_ctx *g);
 
 /* New activation tensor in the arena (data uninitialized). Unused trailing dims: pass 0
  * or omit via the helpers below. */
@@ -114,15 +82,6 @@ int sf_same_shape(const sf_tensor *a, const sf_tensor *b);
  * buffer is new and uninitialized (write with = / sgemm beta 0), 1 when it already holds
  * gradient (+= / beta 1). Ops that write only part of a gradient use sf_grad() (zeroed). */
 float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate);
-
-/* Whether an op with these inputs must record a node. */
-int sf_needs_grad(const sf_ctx *g, sf_tensor *const *in, int n_in);
-/* Records a node of op number `op` (< SF_MAX_OPS) whose backward is `backward`;
- * out->requires_grad is set. Returns the node so the op can fill saved/iarg/farg. Call only
- * when sf_needs_grad() said so; ops call it through sf_tape_push (ops.h). */
-#define SF_MAX_OPS 64
-sf_node *sf_tape_record(sf_ctx *g, int op, sf_backward_fn backward, sf_tensor *out, sf_tensor *const *in,
-                        int n_in);
 
 /* Reverse-mode pass from a scalar (numel 1) loss: seeds dloss = 1 and runs every node's
  * backward in reverse order. */

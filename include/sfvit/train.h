@@ -1,4 +1,5 @@
-/* train.h — the training loop, evaluation and the commands built on them. */
+/* train.h — the trainer library: the training loop, evaluation, checkpoint configs and
+ * fine-tuning (train/). The commands built on it are the command layer's (cli/). */
 #ifndef SFVIT_TRAIN_H
 #define SFVIT_TRAIN_H
 
@@ -36,26 +37,17 @@ typedef struct sf_eval_result {
 int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r);
 
 /* The config of a checkpoint: from config_path if given, else from the checkpoint's
- * metadata (written by sfvit train). */
+ * metadata (written by sfvit train). The _over form applies key=value overrides on top of
+ * the stored config. (train/eval.c) */
 int sf_checkpoint_config(const char *ckpt, const char *config_path, sf_config *cfg);
+int sf_checkpoint_config_over(const char *ckpt, sf_config *cfg, int n_over, char *const *over);
+
+/* The loader options of a config: training (batch_size, max_train_fraction, repeated_aug)
+ * or evaluation (eval_batch_size, every image once); one process (world 1). */
+sf_loader_opts sf_config_loader_opts(const sf_config *cfg, int train);
 
 /* model.init_from: loads a checkpoint's weights by name into ps for fine-tuning (head of
  * another class count re-initialized, ViT pos_embed interpolated), listing what differs. */
 int sf_checkpoint_finetune(const char *path, sf_params *ps, const sf_model_cfg *mc);
-
-/* Subcommands (argv without the command word). */
-int sf_cmd_train(int argc, char **argv);
-int sf_cmd_eval(int argc, char **argv);
-int sf_cmd_info(int argc, char **argv);
-int sf_cmd_config(int argc, char **argv);
-int sf_cmd_dump(int argc, char **argv);
-int sf_cmd_viz(int argc, char **argv);
-int sf_cmd_convert(int argc, char **argv);
-int sf_cmd_data(int argc, char **argv);
-int sf_cmd_ablate(int argc, char **argv);
-int sf_cmd_bench(int argc, char **argv);
-int sf_cmd_plot(int argc, char **argv);
-int sf_cmd_predict(int argc, char **argv);
-int sf_cmd_export(int argc, char **argv);
 
 #endif

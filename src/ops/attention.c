@@ -61,7 +61,7 @@ static void attn_par_end(attn_par p) {
 }
 
 static float *attn_alloc(sf_ctx *g, size_t floats) {
-    return sf_arena_alloc(&g->arena, floats * sizeof(float));
+    return sf_arena_alloc(g->arena, floats * sizeof(float));
 }
 
 /* Accumulate an op's gradient straight into the input's buffer (beta = 1 in sf_gemm), or
@@ -160,7 +160,7 @@ static sf_tensor *colnorm_op(sf_ctx *g, sf_tensor *x, float eps, int p, sf_op op
     }
     if (sf_needs_grad(g, &x, 1)) {
         sf_node *node = sf_tape_push(g, op, y, &x, 1);
-        colnorm_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        colnorm_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
         sv->norm = s;
         node->saved = sv;
         node->farg[0] = eps;
@@ -329,7 +329,7 @@ sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_
     attn_par_end(par);
     if (rec) {
         sf_node *node = sf_tape_push(g, SF_OP_SIMA, o, in, 3);
-        sima_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        sima_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
         sv->mid = mid;
         node->saved = sv;
         node->iarg[0] = (int)order;
@@ -419,7 +419,7 @@ sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float sca
     attn_par_end(par);
     if (rec) {
         sf_node *node = sf_tape_push(g, SF_OP_MSA, o, in, 3);
-        msa_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        msa_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
         sv->p = p;
         node->saved = sv;
         node->farg[0] = scale;
@@ -506,7 +506,7 @@ sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor
     attn_par_end(par);
     if (rec) {
         sf_node *node = sf_tape_push(g, SF_OP_XCA, o, in, 4);
-        xca_saved *keep = sf_arena_alloc(&g->arena, sizeof(*keep));
+        xca_saved *keep = sf_arena_alloc(g->arena, sizeof(*keep));
         *keep = sv;
         node->saved = keep;
     }

@@ -283,7 +283,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
     if (direct && stride == 1) {
         const dw_span d = dw_span_of(&c);
         const size_t stack = (size_t)d.chunk * d.plane;  // xp (chunk·Hp, Wp); yw fits in the same size
-        float *scratch = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
+        float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         {
             float *xp = scratch + (size_t)sf_thread_slot() * 2 * stack, *yw = xp + stack;
@@ -305,7 +305,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
          * images are shared out. */
         const int image_par = conv_image_parallel(&c, K);
         const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
-        float *cols = per_slot ? sf_arena_alloc(&g->arena, (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float))
+        float *cols = per_slot ? sf_arena_alloc(g->arena, (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float))
                                : NULL;
 #pragma omp parallel for if (image_par)
         for (int bi = 0; bi < c.B; bi++) {
@@ -367,8 +367,8 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         const dw_span d = dw_span_of(&c);
         const int k2 = c.kh * c.kw, slots = sf_thread_slots();
         const size_t stack = (size_t)d.chunk * d.plane;  // xp, dxp (chunk·Hp, Wp), gw (≤ stack)
-        float *scratch = sf_arena_alloc(&g->arena, (size_t)slots * 3 * stack * sizeof(float));
-        float *dw_part = dw ? sf_arena_calloc(&g->arena, (size_t)slots * c.Cout * k2 * sizeof(float)) : NULL;
+        float *scratch = sf_arena_alloc(g->arena, (size_t)slots * 3 * stack * sizeof(float));
+        float *dw_part = dw ? sf_arena_calloc(g->arena, (size_t)slots * c.Cout * k2 * sizeof(float)) : NULL;
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
         {
             const int slot = sf_thread_slot();
@@ -450,10 +450,10 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
     const int slots = image_par ? sf_thread_slots() : 1;
     const size_t per_slot = pointwise ? 0 : (size_t)2 * K * HoWo;  // cols, dcols (K, HoWo)
-    float *scratch = per_slot ? sf_arena_alloc(&g->arena, (size_t)slots * per_slot * sizeof(float)) : NULL;
+    float *scratch = per_slot ? sf_arena_alloc(g->arena, (size_t)slots * per_slot * sizeof(float)) : NULL;
     /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
     const size_t wsize = (size_t)c.Cout * K;
-    float *dw_part = dw && image_par ? sf_arena_calloc(&g->arena, (size_t)slots * wsize * sizeof(float)) : NULL;
+    float *dw_part = dw && image_par ? sf_arena_calloc(g->arena, (size_t)slots * wsize * sizeof(float)) : NULL;
 #pragma omp parallel for if (image_par)
     for (int bi = 0; bi < c.B; bi++) {
         const int slot = image_par ? sf_thread_slot() : 0;

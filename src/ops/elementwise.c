@@ -316,7 +316,7 @@ sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p) {
     size_t n = x->numel;
     float scale = keep_scale(p);
     int record = sf_needs_grad(g, &x, 1);
-    uint8_t *mask = record ? sf_arena_alloc(&g->arena, n) : NULL; // (numel) 1 = kept
+    uint8_t *mask = record ? sf_arena_alloc(g->arena, n) : NULL; // (numel) 1 = kept
     /* Serial on purpose: one RNG stream, the same mask for any thread count. */
     for (size_t i = 0; i < n; i++) {
         int keep = sf_rng_uniform(&g->rng) >= p;
@@ -350,7 +350,7 @@ sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
     size_t S = x->numel / (size_t)B; /* elements per sample */
     sf_tensor *y = sf_tensor_like(g, x); // (B, S)
     int record = sf_needs_grad(g, &x, 1);
-    float *f = sf_arena_alloc(&g->arena, (size_t)B * sizeof(float)); // (B) m_b / (1-p)
+    float *f = sf_arena_alloc(g->arena, (size_t)B * sizeof(float)); // (B) m_b / (1-p)
     /* m_b = 1 when u_b >= p, i.e. timm's floor(1 - p + u_b). */
     for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
 #pragma omp parallel for if (x->numel > EW_OMP_MIN)

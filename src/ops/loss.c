@@ -32,7 +32,7 @@ sf_tensor *sf_cross_entropy(sf_ctx *g, sf_tensor *logits, const int *labels,
                       "cross_entropy: label %d of sample %d outside [0, %d)", labels[b], b, K);
 
     int record = sf_needs_grad(g, &logits, 1);
-    float *dz = record ? sf_arena_alloc(&g->arena, (size_t)B * K * sizeof(float)) : NULL; // (B, K)
+    float *dz = record ? sf_arena_alloc(g->arena, (size_t)B * K * sizeof(float)) : NULL; // (B, K)
     double total = 0.0;
     float off = smoothing / (float)K, on = 1.0f - smoothing + off; /* smoothed one-hot */
 #pragma omp parallel for reduction(+ : total) if ((size_t)B * K > 16384)

@@ -67,7 +67,7 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
     if (w->requires_grad) sf_gemm(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
     if (b && b->requires_grad) {
         /* Column sums as a matrix-vector product: db (O, 1) += G^T (O, R) . 1 (R, 1). */
-        float *ones = sf_arena_alloc(&g->arena, (size_t)R * sizeof(float)); // (R)
+        float *ones = sf_arena_alloc(g->arena, (size_t)R * sizeof(float)); // (R)
         for (int r = 0; r < R; r++) ones[r] = 1.0f;
         sf_gemm(1, 0, O, 1, R, 1.0f, G, ones, 1.0f, sf_grad(g, b));
     }

@@ -42,9 +42,9 @@ sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, flo
     const int record = sf_needs_grad(g, ins, 3);
     layernorm_saved *sv = NULL;
     if (record) {
-        sv = sf_arena_alloc(&g->arena, sizeof(*sv));
-        sv->mean = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
-        sv->rstd = sf_arena_alloc(&g->arena, (size_t)rows * sizeof(float));
+        sv = sf_arena_alloc(g->arena, sizeof(*sv));
+        sv->mean = sf_arena_alloc(g->arena, (size_t)rows * sizeof(float));
+        sv->rstd = sf_arena_alloc(g->arena, (size_t)rows * sizeof(float));
     }
     const float *wd = w ? w->data : NULL, *bd = b ? b->data : NULL;
 #pragma omp parallel for if (x->numel > 32768)
@@ -96,7 +96,7 @@ void sf_layernorm_backward(sf_ctx *g, sf_node *node) {
     const float *wd = w ? w->data : NULL;
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
     const int nt = omp_get_max_threads();
-    float *part = (dw || db) ? sf_arena_calloc(&g->arena, (size_t)nt * 2 * C * sizeof(float))
+    float *part = (dw || db) ? sf_arena_calloc(g->arena, (size_t)nt * 2 * C * sizeof(float))
                              : NULL;  // (threads, 2, C) partial dγ, dβ
 #pragma omp parallel if (x->numel > 32768)
     {
@@ -165,7 +165,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
     SF_ASSERT(!train || M > 1, "batchnorm2d: training needs more than 1 value per channel (x %s)",
               sf_shape_str(x, bx, sizeof bx));
     sf_tensor *out = sf_tensor_like(g, x);                                   // (B, C, H, W)
-    float *mean = sf_arena_alloc(&g->arena, (size_t)2 * C * sizeof(float));  // (C)
+    float *mean = sf_arena_alloc(g->arena, (size_t)2 * C * sizeof(float));  // (C)
     float *rstd = mean + C;                                                  // (C)
 
     /* Training statistics in two passes (Σx, then Σ(x − μ)²), each summed over the ranks by
@@ -174,7 +174,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
     double Mg = (double)M;           // values per channel over every rank
     void (*sync)(double *, int) = train ? g->sum_over_ranks : NULL;
     if (train) {
-        sum = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));
+        sum = sf_arena_alloc(g->arena, (size_t)(2 * C + 1) * sizeof(double));
         sq = sum + C + 1;
 #pragma omp parallel for if (x->numel > 32768)
         for (int c = 0; c < C; c++) {
@@ -235,7 +235,7 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
     sf_tensor *ins[3] = {x, w, b};
     if (sf_needs_grad(g, ins, 3)) {
         sf_node *node = sf_tape_push(g, SF_OP_BATCHNORM2D, out, ins, 3);
-        batchnorm_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        batchnorm_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
         sv->mean = mean;
         sv->rstd = rstd;
         node->saved = sv;
@@ -262,7 +262,7 @@ void sf_batchnorm2d_backward(sf_ctx *g, sf_node *node) {
     float *dw = w && w->requires_grad ? sf_grad(g, w) : NULL;
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
     const float keep_var = sf_break_backward("batchnorm2d") ? 0.0f : 1.0f;  // teeth: the x̂ Σ g x̂ term dropped
-    double *sums = sf_arena_alloc(&g->arena, (size_t)(2 * C + 1) * sizeof(double));  // (2C + 1) Σ g, Σ g ⊙ x̂, M
+    double *sums = sf_arena_alloc(g->arena, (size_t)(2 * C + 1) * sizeof(double));  // (2C + 1) Σ g, Σ g ⊙ x̂, M
 #pragma omp parallel for if (x->numel > 32768)
     for (int c = 0; c < C; c++) {
         const float m = sv->mean[c], r = sv->rstd[c];

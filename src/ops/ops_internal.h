@@ -4,11 +4,25 @@
 #define SFVIT_OPS_INTERNAL_H
 
 #include "sfvit/ops.h"
+#include "engine_internal.h"
 
 #include <stdint.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+_Static_assert(SF_OP_COUNT <= SF_MAX_OPS, "raise SF_MAX_OPS in src/engine_internal.h");
+
+typedef struct sf_op_info {
+    const char *name;
+    sf_backward_fn backward;
+} sf_op_info;
+
+/* The op table (src/ops/table.c), indexed by sf_op. */
+extern const sf_op_info sf_op_table[SF_OP_COUNT];
+/* Records a node of op on the tape with the table's backward (sf_tape_record). */
+sf_node *sf_tape_push(sf_ctx *g, sf_op op, sf_tensor *out, sf_tensor *const *in, int n_in);
+
 
 /* Per-thread scratch inside an OpenMP region: sf_thread_slots() slots are enough for any
  * team started from serial code, sf_thread_slot() is the calling thread's (0 outside). */

@@ -23,7 +23,7 @@
 sf_tensor *sf_reshape(sf_ctx *g, sf_tensor *x, int ndim, const int *shape) {
     char sx[64];
     SF_ASSERT(ndim >= 1 && ndim <= SF_MAX_DIMS, "reshape: ndim %d", ndim);
-    sf_tensor *y = sf_arena_alloc(&g->arena, sizeof(sf_tensor));
+    sf_tensor *y = sf_arena_alloc(g->arena, sizeof(sf_tensor));
     memset(y, 0, sizeof(*y));
     y->ndim = ndim;
     y->numel = 1;
@@ -192,7 +192,7 @@ static int heads_split_gather(sf_ctx *g, sf_node *node) {
     sf_tensor *y = node->out;
     int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
     size_t W = (size_t)x->shape[2];
-    float *dx = sf_arena_alloc(&g->arena, x->numel * sizeof(float)); // (B, N, P*H*D)
+    float *dx = sf_arena_alloc(g->arena, x->numel * sizeof(float)); // (B, N, P*H*D)
     x->grad = dx;
 #pragma omp parallel for collapse(2) if (x->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)

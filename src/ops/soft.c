@@ -43,8 +43,8 @@ sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c) {
     memcpy(shape, q->shape, sizeof shape);
     shape[nd - 1] = M;
     sf_tensor *out = sf_tensor_new(g, nd, shape);  // (B, H, n, M)
-    float *qn = sf_arena_alloc(&g->arena, (size_t)nb * n * sizeof(float));  // (B, H, n) ‖q_i‖²
-    float *ln = sf_arena_alloc(&g->arena, (size_t)nb * M * sizeof(float));  // (B, H, M) ‖l_j‖²
+    float *qn = sf_arena_alloc(g->arena, (size_t)nb * n * sizeof(float));  // (B, H, n) ‖q_i‖²
+    float *ln = sf_arena_alloc(g->arena, (size_t)nb * M * sizeof(float));  // (B, H, M) ‖l_j‖²
 
 #pragma omp parallel for if ((size_t)nb * (n + M) * D > 32768)
     for (int r = 0; r < nb * (n + M); r++) {
@@ -93,7 +93,7 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
      * of dq and dl, so they are shared out over the threads (their products run
      * single-threaded inside the region). */
     const size_t per_thread = (size_t)n * M + n + M, nmax = n > M ? n : M;
-    float *scratch = sf_arena_alloc(&g->arena, ((size_t)sf_thread_slots() * per_thread + nmax) * sizeof(float));
+    float *scratch = sf_arena_alloc(g->arena, ((size_t)sf_thread_slots() * per_thread + nmax) * sizeof(float));
     float *ones = scratch + (size_t)sf_thread_slots() * per_thread;
     for (size_t i = 0; i < nmax; i++) ones[i] = 1.0f;
 
@@ -139,7 +139,7 @@ typedef struct nr_scratch {
 
 /* Scratch for `slots` threads, 3 (M, M) buffers each; nr_scratch_of picks one slot. */
 static float *nr_scratch_alloc(sf_ctx *g, int M, int slots) {
-    return sf_arena_alloc(&g->arena, (size_t)slots * 3 * M * M * sizeof(float));
+    return sf_arena_alloc(g->arena, (size_t)slots * 3 * M * M * sizeof(float));
 }
 
 static nr_scratch nr_scratch_of(float *base, int M, int slot) {
@@ -282,7 +282,7 @@ void sf_nr_pinv_backward(sf_ctx *g, sf_node *node) {
     const size_t MM = (size_t)M * M;
     const int broken = sf_break_backward("nr_pinv");  // teeth: the sign is dropped
     float *da = sf_grad(g, a);  // (B, H, M, M)
-    float *T = sf_arena_alloc(&g->arena, (size_t)sf_thread_slots() * MM * sizeof(float));  // (M, M) per thread
+    float *T = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * MM * sizeof(float));  // (M, M) per thread
 #pragma omp parallel for if (count > 1 && (size_t)count * MM * M > (1u << 17))
     for (int b = 0; b < count; b++)
         inv_backward(da + b * MM, out->data + b * MM, out->grad + b * MM, T + (size_t)sf_thread_slot() * MM, M,
@@ -304,8 +304,8 @@ sf_tensor *sf_soft_symnorm(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init) 
     const int M = a->shape[nd - 1], count = lead_count(a);
     const size_t MM = (size_t)M * M;
     sf_tensor *out = sf_tensor_like(g, a);  // (B, H, M, M)
-    float *Y = sf_arena_alloc(&g->arena, count * MM * sizeof(float));        // (B, H, M, M)
-    float *u = sf_arena_alloc(&g->arena, (size_t)count * M * sizeof(float));  // (B, H, M)
+    float *Y = sf_arena_alloc(g->arena, count * MM * sizeof(float));        // (B, H, M, M)
+    float *u = sf_arena_alloc(g->arena, (size_t)count * M * sizeof(float));  // (B, H, M)
     nr_all(g, Y, a->data, count, M, iters, init);
     /* d = A·1 from A itself (without the +0.01 I of the master NR), as the SOFT++ paper. */
     for (int r = 0; r < count * M; r++) {
@@ -324,7 +324,7 @@ sf_tensor *sf_soft_symnorm(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init) 
     }
     if (sf_needs_grad(g, &a, 1)) {
         sf_node *node = sf_tape_push(g, SF_OP_SOFT_SYMNORM, out, &a, 1);
-        symnorm_saved *sv = sf_arena_alloc(&g->arena, sizeof(*sv));
+        symnorm_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
         sv->Y = Y;
         sv->u = u;
         node->saved = sv;
@@ -343,7 +343,7 @@ void sf_soft_symnorm_backward(sf_ctx *g, sf_node *node) {
     const size_t MM = (size_t)M * M;
     const int broken = sf_break_backward("soft_symnorm");  // teeth: the degree term is dropped
     float *da = sf_grad(g, a);  // (B, H, M, M)
-    float *dY = sf_arena_alloc(&g->arena, (2 * MM + M) * sizeof(float));  // (M, M)
+    float *dY = sf_arena_alloc(g->arena, (2 * MM + M) * sizeof(float));  // (M, M)
     float *T = dY + MM;                                                    // (M, M)
     float *du = T + MM;                                                    // (M)
     for (int b = 0; b < count; b++) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 static int ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
@@ -104,23 +104,14 @@ static int write_for_model(const char *in, const char *out, sf_config *cfg) {
 }
 
 int sf_cmd_convert(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *model = NULL;
-    sf_pth_opts po = {0};
-    char *over[128];
-    int n_over = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--key") && i + 1 < argc) po.key = argv[++i];
-        else if (!strcmp(argv[i], "--ema")) po.prefer_ema = 1;
-        else if (strchr(argv[i], '=') && argv[i][0] != '-' && n_over < 128) over[n_over++] = argv[i];
-        else if (argv[i][0] != '-' && !in) in = argv[i];
-        else {
-            sf_error("convert: unexpected argument '%s'", argv[i]);
-            in = NULL;
-            break;
-        }
-    }
+    cli_args args;
+    if (cli_parse("convert", argc, argv, &args)) return 2;
+    const char *in = args.n_pos ? args.pos[0] : NULL, *out = cli_get(&args, "convert", "-o"),
+               *model = cli_get(&args, "convert", "--model");
+    sf_pth_opts po = {.key = cli_get(&args, "convert", "--key"), .prefer_ema = cli_get(&args, "convert", "--ema") != NULL};
+    char **over = args.over;
+    const int n_over = args.n_over;
+    cli_args_free(&args);
     if (!in || !out || (n_over && !model)) {
         sf_error("convert: %s", !in || !out ? "name the input and the output" : "key=value needs --model");
         sf_hint("usage: sfvit convert IN.pth -o OUT.safetensors [--model NAME|CONFIG.yaml [key=value ...]] "

@@ -1,5 +1,5 @@
-/* commands.c — `sfvit train`, `eval`, `info` and `data`: argument parsing and
- * the glue between config, data, model, checkpoint and the trainer. */
+/* commands.c — the small commands `sfvit train`, `eval`, `info`, `config` and `data`: their
+ * arguments (cli_parse) and the calls into the trainer library. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,9 +7,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
-#include "sfvit/train.h"
-
-static int is_override(const char *arg) { return strchr(arg, '=') != NULL && arg[0] != '-'; }
+#include "cli.h"
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -18,22 +16,12 @@ static int ends_with(const char *s, const char *suffix) {
 
 /* ---- sfvit train CONFIG [key=value ...] | --resume RUN_DIR [key=value ...] ---- */
 int sf_cmd_train(int argc, char **argv) {
-    const char *config_path = NULL, *resume = NULL;
-    char *overrides[128];
-    int n_over = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--resume") && i + 1 < argc)
-            resume = argv[++i];
-        else if (is_override(argv[i]) && n_over < 128)
-            overrides[n_over++] = argv[i];
-        else if (argv[i][0] != '-' && !config_path)
-            config_path = argv[i];
-        else {
-            sf_error("train: unexpected argument '%s'", argv[i]);
-            sf_hint("usage: sfvit train CONFIG.yaml [key=value ...]  |  sfvit train --resume RUN_DIR");
-            return 2;
-        }
-    }
+    cli_args args;
+    if (cli_parse("train", argc, argv, &args)) return 2;
+    const char *config_path = args.n_pos ? args.pos[0] : NULL, *resume = cli_get(&args, "train", "--resume");
+    char **overrides = args.over;
+    const int n_over = args.n_over;
+    cli_args_free(&args);
     char resume_cfg[SF_PATH_MAX + 16];
     if (resume) {
         if (config_path) {
@@ -55,7 +43,7 @@ int sf_cmd_train(int argc, char **argv) {
     }
     /* A resumed run goes on to train.epochs: the train.max_steps of the interrupted launch
      * (stored in its config.yaml) is not re-applied; one given now still is. */
-    char *with_reset[129];
+    char *with_reset[CLI_MAX_OVERRIDES + 1];
     if (resume) {
         with_reset[0] = "train.max_steps=0";
         memcpy(with_reset + 1, overrides, sizeof(char *) * (size_t)n_over);
@@ -70,36 +58,6 @@ int sf_cmd_train(int argc, char **argv) {
         printf("final val top-1 %.2f%%  top-5 %.2f%%  best top-1 %.2f%%  (%.0f s)\n", res.final_top1,
                res.final_top5, res.best_top1, res.seconds);
     return status;
-}
-
-/* Loads the config stored in a checkpoint's metadata (written by sfvit train). */
-static int config_from_checkpoint(const char *ckpt, sf_config *cfg, int n_over, char *const *over) {
-    sf_st_file meta;
-    if (sf_ckpt_open(&meta, ckpt, NULL, NULL, NULL) != 0) return -1;
-    const char *text = sf_st_meta_get(&meta, "config");
-    if (!text) {
-        sf_st_close(&meta);
-        sf_error("%s: checkpoint holds no config", ckpt);
-        sf_hint("pass the model's config with --config FILE.yaml");
-        return -1;
-    }
-    char tmp[] = "/tmp/sfvit-config-XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        sf_st_close(&meta);
-        return sf_error("cannot create a temporary file: %s", strerror(errno));
-    }
-    size_t len = strlen(text);
-    int ok = write(fd, text, len) == (ssize_t)len;
-    close(fd);
-    sf_st_close(&meta);
-    int rc = ok ? sf_config_load(cfg, tmp, n_over, over) : sf_error("cannot write %s", tmp);
-    unlink(tmp);
-    return rc;
-}
-
-int sf_checkpoint_config(const char *ckpt, const char *config_path, sf_config *cfg) {
-    return config_path ? sf_config_load(cfg, config_path, 0, NULL) : config_from_checkpoint(ckpt, cfg, 0, NULL);
 }
 
 /* ---- sfvit eval CKPT --data DIR [--config FILE] [--split val] [key=value ...] ---- */
@@ -123,10 +81,7 @@ static int evaluate_checkpoint(const sf_config *cfg, const char *ckpt) {
     if (!(m = sf_model_build(&cfg->model, &ps))) goto out;
     sf_params_alloc(&ps);
     if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto out;
-    sf_loader_opts o = {.batch_size = cfg->train.eval_batch_size, .img_size = cfg->model.img_size,
-                        .in_chans = cfg->model.in_chans, .workers = cfg->data.workers,
-                        .prefetch = cfg->data.prefetch, .seed = cfg->train.seed, .aug = &cfg->aug,
-                        .num_classes = cfg->model.num_classes, .world = 1, .fraction = 1.0f};
+    sf_loader_opts o = sf_config_loader_opts(cfg, 0);
     if (!(l = sf_loader_create(&ds, &o)) || sf_evaluate(m, l, cfg->model.num_classes, &r) != 0) goto out;
     printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg->data.root,
            cfg->data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
@@ -141,29 +96,17 @@ out:
 }
 
 int sf_cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL, *config_path = NULL, *split = NULL;
-    char *overrides[128];
-    int n_over = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
-        else if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
-        else if (is_override(argv[i]) && n_over < 128) overrides[n_over++] = argv[i];
-        else if (argv[i][0] != '-' && !ckpt) ckpt = argv[i];
-        else {
-            sf_error("eval: unexpected argument '%s'", argv[i]);
-            sf_hint("usage: sfvit eval CKPT.safetensors --data DIR [--config FILE.yaml] [--split val]");
-            return 2;
-        }
-    }
-    if (!ckpt) {
-        sf_error("eval: no checkpoint given");
-        sf_hint("usage: sfvit eval CKPT.safetensors --data DIR");
-        return 2;
-    }
+    cli_args args;
+    if (cli_parse("eval", argc, argv, &args)) return 2;
+    const char *ckpt = args.n_pos ? args.pos[0] : NULL, *data = cli_get(&args, "eval", "--data"),
+               *config_path = cli_get(&args, "eval", "--config"), *split = cli_get(&args, "eval", "--split");
+    char **overrides = args.over;
+    const int n_over = args.n_over;
+    cli_args_free(&args);
+    if (!ckpt) return cli_usage_error("eval", "no checkpoint given");
     sf_config cfg;
     int rc = config_path ? sf_config_load(&cfg, config_path, n_over, overrides)
-                         : config_from_checkpoint(ckpt, &cfg, n_over, overrides);
+                         : sf_checkpoint_config_over(ckpt, &cfg, n_over, overrides);
     if (rc != 0) return 1;
     if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
     if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
@@ -173,6 +116,9 @@ int sf_cmd_eval(int argc, char **argv) {
 
 /* ---- sfvit info MODEL|CONFIG [key=value ...] ---- */
 int sf_cmd_info(int argc, char **argv) {
+    cli_args args;
+    if (cli_parse("info", argc, argv, &args)) return 2;
+    cli_args_free(&args);  // positional only: the model or config, then key=value
     if (argc < 1) {
         sf_error("info: name a model or a config");
         fprintf(stderr, "models:");
@@ -211,46 +157,48 @@ int sf_cmd_info(int argc, char **argv) {
 
 /* ---- sfvit config CONFIG [key=value ...] | --keys ---- */
 int sf_cmd_config(int argc, char **argv) {
-    if (argc == 1 && !strcmp(argv[0], "--keys")) {
+    cli_args args;
+    if (cli_parse("config", argc, argv, &args)) return 2;
+    const char *path = args.n_pos ? args.pos[0] : NULL;
+    const int keys = cli_get(&args, "config", "--keys") != NULL;
+    cli_args_free(&args);
+    if (keys && !path && args.n_over == 0) {
         sf_config_doc(stdout);
         return 0;
     }
-    if (argc < 1 || argv[0][0] == '-' || is_override(argv[0])) {
-        sf_error("config: name a config file (or --keys)");
-        sf_hint("usage: sfvit config CONFIG.yaml [key=value ...]  |  sfvit config --keys");
-        return 2;
-    }
+    if (!path || keys) return cli_usage_error("config", "name a config file (or --keys alone)");
     sf_config cfg;
-    if (sf_config_load(&cfg, argv[0], argc - 1, argv + 1) != 0 || sf_config_validate(&cfg) != 0) return 1;
+    if (sf_config_load(&cfg, path, args.n_over, args.over) != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_config_yaml(&cfg, stdout);
+    return 0;
+}
+
+/* ---- sfvit data import-idx | check | check-image ---- */
+static int check_image(const char *path) {
+    sf_image im;
+    char err[256];
+    if (sf_image_load(path, 0, &im, err, sizeof err) != 0) {
+        sf_error("%s: %s", path, err);
+        return 1;
+    }
+    printf("%s: %dx%d, %d channel%s\n", path, im.w, im.h, im.c, im.c > 1 ? "s" : "");
+    sf_image_free(&im);
     return 0;
 }
 
 /* ---- sfvit data import-idx | check ---- */
 int sf_cmd_data(int argc, char **argv) {
-    if (argc >= 4 && !strcmp(argv[0], "import-idx")) {
-        const char *classes = NULL;
-        for (int i = 4; i < argc; i++) {
-            if (!strcmp(argv[i], "--classes") && i + 1 < argc) classes = argv[++i];
-            else {
-                sf_error("data import-idx: unexpected argument '%s'", argv[i]);
-                return 2;
-            }
-        }
-        return sf_data_import_idx(argv[1], argv[2], argv[3], classes) == 0 ? 0 : 1;
-    }
-    if (argc == 2 && !strcmp(argv[0], "check")) return sf_data_check(argv[1], stdout) == 0 ? 0 : 1;
-    if (argc == 2 && !strcmp(argv[0], "check-image")) {
-        sf_image im;
-        char err[256];
-        if (sf_image_load(argv[1], 0, &im, err, sizeof err) != 0) {
-            sf_error("%s: %s", argv[1], err);
-            return 1;
-        }
-        printf("%s: %dx%d, %d channel%s\n", argv[1], im.w, im.h, im.c, im.c > 1 ? "s" : "");
-        sf_image_free(&im);
-        return 0;
-    }
+    cli_args args;
+    if (cli_parse("data", argc, argv, &args)) return 2;
+    const char *classes = cli_get(&args, "data", "--classes"), *sub = args.n_pos ? args.pos[0] : "";
+    const int n = args.n_pos;
+    char **pos = args.pos;
+    int rc = -1;
+    if (n == 4 && !strcmp(sub, "import-idx")) rc = sf_data_import_idx(pos[1], pos[2], pos[3], classes) == 0 ? 0 : 1;
+    else if (n == 2 && !classes && !strcmp(sub, "check")) rc = sf_data_check(pos[1], stdout) == 0 ? 0 : 1;
+    else if (n == 2 && !classes && !strcmp(sub, "check-image")) rc = check_image(pos[1]);
+    cli_args_free(&args);
+    if (rc >= 0) return rc;
     sf_error("data: unknown or incomplete subcommand");
     sf_hint("usage: sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
             "       sfvit data check ROOT\n"

@@ -29,7 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "sfvit/dist.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 #define MAX_AXES 8
 #define MAX_VALUES 16
@@ -133,41 +133,41 @@ typedef struct ablate_args {
     int seeds;
 } ablate_args;
 
+/* argv through the command's row (cli_parse): the base config(s), --seeds, key=value axes
+ * (several values) and fixed overrides (one). Returns 0, or 2 after a message. */
 static int parse_args(int argc, char **argv, ablate_args *a) {
     memset(a, 0, sizeof *a);
     a->seeds = 1;
     snprintf(a->configs.key, sizeof a->configs.key, "config");
-    int have_base = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--seeds") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > MAX_SEEDS)
-                return sf_error("ablate: --seeds takes a number from 1 to %d, got '%s'", MAX_SEEDS, argv[i]);
-            a->seeds = (int)n;
-            continue;
-        }
-        const char *eq = strchr(argv[i], '=');
-        if (!eq && !have_base && argv[i][0] != '-') {
-            if (split_values(argv[i], &a->configs) != 0)
-                return sf_error("ablate: at most %d base configs", MAX_VALUES);
-            have_base = 1;
-            continue;
-        }
-        if (!eq || argv[i][0] == '-') return sf_error("ablate: expected key=values or --seeds N, got '%s'", argv[i]);
+    cli_args args;
+    if (cli_parse("ablate", argc, argv, &args)) return 2;
+    const char *base = args.n_pos ? args.pos[0] : NULL, *seeds = cli_get(&args, "ablate", "--seeds");
+    cli_args_free(&args);
+    if (seeds) {
+        char *end;
+        long n = strtol(seeds, &end, 10);
+        if (*end || n < 1 || n > MAX_SEEDS)
+            return sf_error("ablate: --seeds takes a number from 1 to %d, got '%s'", MAX_SEEDS, seeds), 2;
+        a->seeds = (int)n;
+    }
+    if (base && split_values(base, &a->configs) != 0)
+        return sf_error("ablate: at most %d base configs", MAX_VALUES), 2;
+    for (int i = 0; i < args.n_over; i++) {
+        const char *eq = strchr(args.over[i], '=');
         axis x;
-        snprintf(x.key, sizeof x.key, "%.*s", (int)(eq - argv[i]), argv[i]);
-        if (split_values(eq + 1, &x) != 0) return sf_error("ablate: too many values for %s (at most %d)", x.key, MAX_VALUES);
+        snprintf(x.key, sizeof x.key, "%.*s", (int)(eq - args.over[i]), args.over[i]);
+        if (split_values(eq + 1, &x) != 0)
+            return sf_error("ablate: too many values for %s (at most %d)", x.key, MAX_VALUES), 2;
         if (x.n > 1) {
-            if (a->n_axes == MAX_AXES) return sf_error("ablate: at most %d axes", MAX_AXES);
+            if (a->n_axes == MAX_AXES) return sf_error("ablate: at most %d axes", MAX_AXES), 2;
             a->axes[a->n_axes++] = x;
         } else {
-            if (a->n_fixed == MAX_FIXED) return sf_error("ablate: at most %d fixed overrides", MAX_FIXED);
-            a->fixed[a->n_fixed++] = argv[i];
+            if (a->n_fixed == MAX_FIXED) return sf_error("ablate: at most %d fixed overrides", MAX_FIXED), 2;
+            a->fixed[a->n_fixed++] = args.over[i];
         }
     }
-    if (!have_base) return sf_error("ablate: no base config given");
-    if (a->n_axes == 0 && a->configs.n < 2) return sf_error("ablate: no axis with several values (write key=a,b)");
+    if (!base) return sf_error("ablate: no base config given"), 2;
+    if (a->n_axes == 0 && a->configs.n < 2) return sf_error("ablate: no axis with several values (write key=a,b)"), 2;
     return 0;
 }
 
@@ -585,8 +585,7 @@ static void print_file(const char *path) {
 
 int sf_cmd_ablate(int argc, char **argv) {
     ablate_args a;
-    if (argc < 2 || parse_args(argc, argv, &a) != 0) {
-        if (argc < 2) sf_error("ablate: need a base config and at least one key=v1,v2 axis");
+    if (parse_args(argc, argv, &a) != 0) {
         sf_hint("example: sfvit ablate train/configs/fmnist_tiny.yaml model.attn_norm=l1,l2,none --seeds 3");
         return 2;
     }

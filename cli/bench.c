@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sfvit/optim.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
 static double proc_status_mib(const char *field) {
@@ -89,7 +89,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         sf_ctx_reset(&g);
         if (s >= 0) tf[s] = t1 - t0, tb[s] = t2 - t1, to[s] = t3 - t2;
     }
-    r->arena_peak = g.arena.peak;
+    r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = proc_status_mib("VmHWM");
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
@@ -151,20 +151,14 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
 }
 
 int sf_cmd_bench(int argc, char **argv) {
-    const char *config_path = NULL;
-    char *overrides[128];
-    int n_over = 0, steps = 5, warmup = 2, infer = 1;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-infer")) infer = 0;
-        else if (strchr(argv[i], '=') && argv[i][0] != '-' && n_over < 128) overrides[n_over++] = argv[i];
-        else if (argv[i][0] != '-' && !config_path) config_path = argv[i];
-        else {
-            sf_error("bench: unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
+    cli_args args;
+    if (cli_parse("bench", argc, argv, &args)) return 2;
+    const char *config_path = args.n_pos ? args.pos[0] : NULL, *s_steps = cli_get(&args, "bench", "--steps"),
+               *s_warmup = cli_get(&args, "bench", "--warmup");
+    char **overrides = args.over;
+    const int n_over = args.n_over, steps = s_steps ? atoi(s_steps) : 5, warmup = s_warmup ? atoi(s_warmup) : 2,
+              infer = !cli_get(&args, "bench", "--no-infer");
+    cli_args_free(&args);
     if (!config_path || steps < 1) {
         sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]");
         return 2;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "sfvit/checkpoint.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 /* Bilinear sample of an 8-bit image (h, w, c) at continuous pixel coordinates. */
 static float sample_u8(const sf_image *im, float y, float x, int ch) {
@@ -99,17 +99,11 @@ static void draw_panels(const sf_image *im, const float *qn, const float *kn, in
 }
 
 int sf_cmd_viz(int argc, char **argv) {
-    const char *ckpt = NULL, *image = NULL, *out = NULL, *config_path = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
-        else if (argv[i][0] != '-' && !ckpt) ckpt = argv[i];
-        else if (argv[i][0] != '-' && !image) image = argv[i];
-        else {
-            sf_error("viz: unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
+    cli_args args;
+    if (cli_parse("viz", argc, argv, &args)) return 2;
+    const char *ckpt = args.n_pos > 0 ? args.pos[0] : NULL, *image = args.n_pos > 1 ? args.pos[1] : NULL,
+               *out = cli_get(&args, "viz", "-o"), *config_path = cli_get(&args, "viz", "--config");
+    cli_args_free(&args);
     if (!ckpt || !image || !out) {
         sf_error("viz: missing arguments");
         sf_hint("usage: sfvit viz CKPT.safetensors IMAGE.png|jpg -o heat.png [--config FILE.yaml]");

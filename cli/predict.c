@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "sfvit.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 #define PREDICT_BATCH 32
 
@@ -110,28 +110,23 @@ static void print_result(FILE *f, const sfvit_classifier *c, const char *path, c
 }
 
 int sf_cmd_predict(int argc, char **argv) {
-    const char *ckpt = NULL, *config_path = NULL;
-    int topk = 5, json = 0, n_inputs = 0;
+    cli_args args;
+    if (cli_parse("predict", argc, argv, &args)) return 2;
+    const char *ckpt = args.n_pos ? args.pos[0] : NULL, *config_path = cli_get(&args, "predict", "--config"),
+               *s_topk = cli_get(&args, "predict", "--topk");
+    int topk = 5, json = cli_get(&args, "predict", "--json") != NULL, n_inputs = args.n_pos > 1 ? args.n_pos - 1 : 0;
     char **inputs = sf_malloc((size_t)(argc > 0 ? argc : 1) * sizeof(char *));
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--topk") && i + 1 < argc) {
-            char *end;
-            long k = strtol(argv[++i], &end, 10);
-            if (*end || k < 1 || k > 64) {
-                sf_error("predict: --topk takes a number from 1 to 64, got '%s'", argv[i]);
-                free(inputs);
-                return 2;
-            }
-            topk = (int)k;
-        } else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
-        else if (argv[i][0] != '-' && !ckpt) ckpt = argv[i];
-        else if (argv[i][0] != '-') inputs[n_inputs++] = argv[i];
-        else {
-            sf_error("predict: unexpected argument '%s'", argv[i]);
+    if (n_inputs) memcpy(inputs, args.pos + 1, sizeof(char *) * (size_t)n_inputs);
+    cli_args_free(&args);
+    if (s_topk) {
+        char *end;
+        long k = strtol(s_topk, &end, 10);
+        if (*end || k < 1 || k > 64) {
+            sf_error("predict: --topk takes a number from 1 to 64, got '%s'", s_topk);
             free(inputs);
             return 2;
         }
+        topk = (int)k;
     }
     if (!ckpt || n_inputs == 0) {
         sf_error("predict: give a checkpoint and at least one image or folder");

@@ -8,7 +8,7 @@
 
 #include "sfvit/checkpoint.h"
 #include "sfvit/safetensors.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 /* images (B, C, S, S) and labels (B) of the input file, checked against the model's input;
  * *images and *labels are malloc'd. Returns B, or -1 after an error. */
@@ -77,21 +77,13 @@ static int write_output(const char *path, const sf_params *ps, const sf_tensor *
 }
 
 int sf_cmd_dump(int argc, char **argv) {
-    const char *config_path = NULL, *weights = NULL, *input = NULL, *out = NULL;
-    char *overrides[128];
-    int n_over = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
-        else if (!strcmp(argv[i], "--input") && i + 1 < argc) input = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (strchr(argv[i], '=') && argv[i][0] != '-' && n_over < 128) overrides[n_over++] = argv[i];
-        else if (argv[i][0] != '-' && !config_path) config_path = argv[i];
-        else {
-            sf_error("dump: unexpected argument '%s'", argv[i]);
-            config_path = NULL;
-            break;
-        }
-    }
+    cli_args args;
+    if (cli_parse("dump", argc, argv, &args)) return 2;
+    const char *config_path = args.n_pos ? args.pos[0] : NULL, *weights = cli_get(&args, "dump", "--weights"),
+               *input = cli_get(&args, "dump", "--input"), *out = cli_get(&args, "dump", "--out");
+    char **overrides = args.over;
+    const int n_over = args.n_over;
+    cli_args_free(&args);
     if (!config_path || !weights || !input || !out) {
         sf_error("dump: missing arguments");
         sf_hint("usage: sfvit dump CONFIG.yaml --weights W.safetensors --input IN.safetensors --out OUT.safetensors");

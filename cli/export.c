@@ -5,19 +5,14 @@
 #include <string.h>
 
 #include "sfvit/checkpoint.h"
-#include "sfvit/train.h"
+#include "cli.h"
 
 int sf_cmd_export(int argc, char **argv) {
-    const char *ckpt = NULL, *out = NULL, *config_path = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
-        else if (argv[i][0] != '-' && !ckpt) ckpt = argv[i];
-        else {
-            sf_error("export: unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
+    cli_args args;
+    if (cli_parse("export", argc, argv, &args)) return 2;
+    const char *ckpt = args.n_pos ? args.pos[0] : NULL, *out = cli_get(&args, "export", "-o"),
+               *config_path = cli_get(&args, "export", "--config");
+    cli_args_free(&args);
     if (!ckpt || !out) {
         sf_error("export: give a checkpoint and -o OUT.onnx");
         sf_hint("usage: sfvit export CKPT.safetensors -o model.onnx [--config FILE.yaml]");

@@ -1,0 +1,71 @@
+/* cli.h — the command layer: one function per subcommand (one file each, or a few small ones
+ * in commands.c) and the one argument parser they all use. Not a public header: the library
+ * API is include/sfvit/.
+ *
+ * A command is one row of the table in cli/table.c: its name, its function, its usage text (what
+ * `sfvit CMD --help` prints) and its options. cli_parse reads argv against that row, so a
+ * flag, whether it takes a value, and its help live in one place; tests/test_help.sh checks
+ * that every option appears in its command's usage.
+ */
+#ifndef SFVIT_CLI_H
+#define SFVIT_CLI_H
+
+#include "sfvit/train.h"
+
+#define CLI_MAX_OPTS 8
+#define CLI_MAX_OVERRIDES 128
+
+typedef struct cli_opt {
+    const char *flag;   /* "--data", "-o" */
+    const char *value;  /* the value's name in the usage ("DIR"), or NULL for a switch */
+} cli_opt;
+
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;  /* first line: the summary in `sfvit --help`; indented lines: details */
+    int overrides;      /* arguments key=value are config overrides */
+    int max_pos;        /* positional arguments accepted (-1: any number) */
+    cli_opt opts[CLI_MAX_OPTS];
+} cli_command;
+
+/* What cli_parse found. */
+typedef struct cli_args {
+    char **pos;         /* positional arguments, in order (argv's own strings) */
+    int n_pos;
+    char *over[CLI_MAX_OVERRIDES];
+    int n_over;
+    const char *val[CLI_MAX_OPTS];  /* per option of the row: its value, "" for a given switch, or NULL */
+} cli_args;
+
+/* The table (cli/table.c). */
+extern const cli_command cli_commands[];
+extern const int cli_n_commands;
+/* The command of that name, or NULL. */
+const cli_command *cli_find(const char *name);
+/* Reads argv (without the command word) against the command's row. An unknown flag, a flag
+ * without its value or one positional argument too many is an error naming it, followed by
+ * the usage line; returns 0 or 2 (the status for a usage error). Free with cli_args_free. */
+int cli_parse(const char *command, int argc, char **argv, cli_args *a);
+void cli_args_free(cli_args *a);
+/* The value of flag (as written in the row), "" for a given switch, or NULL. */
+const char *cli_get(const cli_args *a, const char *command, const char *flag);
+/* Prints "sfvit: error: COMMAND: MESSAGE" and the usage hint; returns 2. */
+int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Subcommands (argv without the command word). */
+int sf_cmd_train(int argc, char **argv);
+int sf_cmd_eval(int argc, char **argv);
+int sf_cmd_info(int argc, char **argv);
+int sf_cmd_config(int argc, char **argv);
+int sf_cmd_dump(int argc, char **argv);
+int sf_cmd_viz(int argc, char **argv);
+int sf_cmd_convert(int argc, char **argv);
+int sf_cmd_data(int argc, char **argv);
+int sf_cmd_ablate(int argc, char **argv);
+int sf_cmd_bench(int argc, char **argv);
+int sf_cmd_plot(int argc, char **argv);
+int sf_cmd_predict(int argc, char **argv);
+int sf_cmd_export(int argc, char **argv);
+
+#endif

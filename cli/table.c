@@ -1,0 +1,70 @@
+/* table.c — the table of subcommands: name, function, usage (what `sfvit CMD --help`
+ * prints; its first line is the summary of `sfvit --help`) and the options that cli_parse
+ * (args.c) reads. A new subcommand is a row here and a file cli/<command>.c. */
+#include <string.h>
+
+#include "cli.h"
+
+/* Every command with its usage: `sfvit --help` lists the first lines, `sfvit CMD --help` (or
+ * `sfvit help CMD`) prints the command's whole text. After the usage: whether key=value
+ * arguments are config overrides, how many positional arguments it takes (-1: any), and its
+ * flags with the name of their value (NULL: a switch). */
+const cli_command cli_commands[] = {
+    {"train", sf_cmd_train,
+     "train CONFIG.yaml [key=value ...]     train (or: train --resume RUN_DIR [key=value ...])\n"
+     "    Writes <train.out>/<train.name>/: config.yaml, log.jsonl, metrics.csv, last.safetensors,\n"
+     "    best.safetensors (and ema.safetensors with train.ema_decay > 0).\n"
+     "    --resume RUN_DIR continues the run from its last.safetensors with its config.yaml;\n"
+     "    overrides apply on top (e.g. train.epochs=400). Keys: docs/configs.md.\n"
+     "    Exit status: 0 done, 1 bad config/data/checkpoint or nothing to do, 3 NaN/Inf stop.\n", 1, 1, {{"--resume", "RUN_DIR"}}},
+    {"eval", sf_cmd_eval,
+     "eval CKPT --data DIR                  evaluate a checkpoint (top-1, top-5)\n"
+     "    [--config FILE.yaml] [--split val] [key=value ...]; the config defaults to the one\n"
+     "    stored in the checkpoint.\n", 1, 1, {{"--data", "DIR"}, {"--config", "FILE.yaml"}, {"--split", "NAME"}}},
+    {"info", sf_cmd_info,
+     "info MODEL|CONFIG [key=value ...]     params, MACs, exp() counts, block table\n"
+     "    With a model name, bare keys are model keys: `sfvit info deit_small attn=sima`.\n", 0, -1, {{NULL, NULL}}},
+    {"config", sf_cmd_config,
+     "config CONFIG.yaml [key=value ...]    print the resolved config as YAML\n"
+     "    config --keys: every key as the markdown table of docs/configs.md.\n", 1, 1, {{"--keys", NULL}}},
+    {"ablate", sf_cmd_ablate,
+     "ablate BASE.yaml key=a,b [...] [--seeds N]   a grid of variants x seeds, ablation.md/.csv\n"
+     "    Each key=a,b[,c] is an axis; key=value fixes a key for every variant; BASE1.yaml,BASE2.yaml\n"
+     "    is an axis of configs. --seeds N trains each variant with train.seed + 0..N-1. Cells run\n"
+     "    round by round; the same command again continues an interrupted study (finished cells\n"
+     "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std over seeds), runs.csv.\n", 1, 1, {{"--seeds", "N"}}},
+    {"plot", sf_cmd_plot,
+     "plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
+     "  plot ABLATION_DIR -o bars.png         an ablation's variants, mean ± std error bars\n", 0, 64, {{"-o", "OUT.png"}}},
+    {"bench", sf_cmd_bench,
+     "bench CONFIG [key=value ...]          time training and inference steps\n"
+     "    [--steps N] [--warmup N] [--no-infer]\n", 1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}}},
+    {"dump", sf_cmd_dump,
+     "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n", 1, 1, {{"--weights", "W"}, {"--input", "IN"}, {"--out", "OUT"}}},
+    {"predict", sf_cmd_predict,
+     "predict CKPT IMAGE|DIR... [--topk K]  top-K classes of images, with names and probabilities\n"
+     "    [--json] one JSON object per image; [--config FILE.yaml] for a checkpoint without one.\n"
+     "    Uses the checkpoint's eval transform (img_size, crop_pct, interpolation, mean/std).\n", 0, -1, {{"--topk", "K"}, {"--json", NULL}, {"--config", "FILE.yaml"}}},
+    {"export", sf_cmd_export,
+     "export CKPT -o model.onnx             the model as ONNX (opset 17, dynamic batch)\n"
+     "    DeiT/ViT, XCiT (any attention kind), SOFT/SOFT++; prints node counts incl. Exp/Softmax/Erf/Tanh.\n"
+     "    [--config FILE.yaml] for a checkpoint without one.\n", 0, 1, {{"-o", "OUT.onnx"}, {"--config", "FILE.yaml"}}},
+    {"viz", sf_cmd_viz,
+     "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
+     "    [--config FILE.yaml]\n", 0, 2, {{"-o", "OUT.png"}, {"--config", "FILE.yaml"}}},
+    {"convert", sf_cmd_convert,
+     "convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
+     "    [--model NAME|CONFIG.yaml [key=value ...]] loads it strictly into that model and stores\n"
+     "    the config; [--key K] [--ema] choose the dict of a training checkpoint.\n", 1, 1, {{"-o", "OUT.safetensors"}, {"--model", "NAME|CONFIG.yaml"}, {"--key", "K"}, {"--ema", NULL}}},
+    {"data", sf_cmd_data,
+     "data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
+     "  data check ROOT                       counts per class, sizes, bad files\n"
+     "  data check-image FILE                 decode one image\n", 0, -1, {{"--classes", "FILE"}}},
+};
+const int cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];
+
+const cli_command *cli_find(const char *name) {
+    for (int i = 0; i < cli_n_commands; i++)
+        if (!strcmp(cli_commands[i].name, name)) return &cli_commands[i];
+    return NULL;
+}
