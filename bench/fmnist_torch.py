@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The README's main job in PyTorch: the same model and recipe as train/configs/fmnist_sima.yaml
+"""The README's main job in PyTorch: the same model and recipe as configs/fmnist_sima.yaml
 (XCiT -> SimA, width 96, 4 blocks, 3 heads, P = 8 on 32x32, batch 32, AdamW 2e-3, 3 epochs),
 or with --model vit the DeiT-layout SimA ViT of fmnist_vit_sima.yaml, on the same Fashion-MNIST
 files, for a side-by-side accuracy and time.

@@ -36,10 +36,10 @@ idx_head $FM/train-images-idx3-ubyte.gz tr-img.gz $n 784 '\x03'
 idx_head $FM/train-labels-idx1-ubyte.gz tr-lab.gz $n 1 '\x01'
 idx_head $FM/t10k-images-idx3-ubyte.gz va-img.gz 256 784 '\x03'
 idx_head $FM/t10k-labels-idx1-ubyte.gz va-lab.gz 256 1 '\x01'
-"$bin" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$src/train/configs/fmnist_classes.txt" > /dev/null
-"$bin" data import-idx va-img.gz va-lab.gz fm/val --classes "$src/train/configs/fmnist_classes.txt" > /dev/null
+"$bin" data import-idx tr-img.gz tr-lab.gz fm/train --classes "$src/configs/fmnist_classes.txt" > /dev/null
+"$bin" data import-idx va-img.gz va-lab.gz fm/val --classes "$src/configs/fmnist_classes.txt" > /dev/null
 
-run=("$bin" train "$src/train/configs/fmnist_sima.yaml" data.root=fm train.out=runs train.threads=1
+run=("$bin" train "$src/configs/fmnist_sima.yaml" data.root=fm train.out=runs train.threads=1
      data.workers=1 train.batch_size=128 train.epochs=1 train.max_steps=$steps train.log_every=10)
 # Mean images/s of the log windows after the first (warm-up excluded).
 img_s() { grep '"batch"' "$1" | tail -n +2 | grep -o '"img_per_s":[0-9.]*' | cut -d: -f2 |
@@ -63,7 +63,7 @@ awk -v a="$a" -v b="$b" -v ar="$ar" -v mb="$mb" 'BEGIN {
 
 # The ceiling 2 ranks could reach here: two independent 1-thread processes at once, no MPI
 # (random data, `sfvit bench`), against one alone at the same per-rank batch of 64.
-cfg="$src/train/configs/fmnist_sima.yaml"
+cfg="$src/configs/fmnist_sima.yaml"
 one=$(SFVIT_THREADS=1 "$bin" bench "$cfg" train.batch_size=64 --steps 10 --no-infer 2>&1 | grep -o 'train_img_per_s [0-9.]*' | awk '{print $2}')
 SFVIT_THREADS=1 "$bin" bench "$cfg" train.batch_size=64 --steps 10 --no-infer > c1.log 2>&1 &
 SFVIT_THREADS=1 "$bin" bench "$cfg" train.batch_size=64 --steps 10 --no-infer > c2.log 2>&1
@@ -76,7 +76,7 @@ awk -v a="$one" -v b="$two" 'BEGIN {
 if [ "$deit_batch" -gt 0 ]; then
   echo
   echo "DeiT-S (deit_small_sima.yaml) training step on this machine, batch $deit_batch per rank, $(nproc) threads, random data:"
-  out=$("$bin" bench "$src/train/configs/deit_small_sima.yaml" train.batch_size=$deit_batch --steps 2 --no-infer 2>&1)
+  out=$("$bin" bench "$src/configs/deit_small_sima.yaml" train.batch_size=$deit_batch --steps 2 --no-infer 2>&1)
   ips=$(grep -o 'train_img_per_s [0-9.]*' <<< "$out" | awk '{print $2}')
   params=$("$bin" info deit_small 2>&1 | grep 'total params' | grep -o '[0-9,]*$' | tr -d ,)
   awk -v ips="$ips" -v b="$deit_batch" -v p="$params" 'BEGIN {

@@ -42,9 +42,9 @@ golden.newton_inverse = nr_torch.nr_master
 
 def build(name):
     """(model, image size, channels, classes)."""
-    if name == "fmnist_sima":  # train/configs/fmnist_sima.yaml: XCiT -> SimA on 32x32 gray
+    if name == "fmnist_sima":  # configs/fmnist_sima.yaml: XCiT -> SimA on 32x32 gray
         return fmnist_torch.xcit_sima(), 32, 1, 10
-    if name == "fmnist_vit_sima":  # train/configs/fmnist_vit_sima.yaml
+    if name == "fmnist_vit_sima":  # configs/fmnist_vit_sima.yaml
         return fmnist_torch.ViT(img=28, patch=4, chans=1, classes=10, dim=96, depth=6, heads=3, mlp_ratio=2,
                                 kind="sima"), 28, 1, 10
     if name in ("deit_small_sima", "deit_small_msa"):

@@ -171,7 +171,7 @@ static int parse_args(int argc, char **argv, ablate_args *a) {
     return 0;
 }
 
-/* "study_vit" for "train/configs/study_vit.yaml". */
+/* "study_vit" for "configs/study_vit.yaml". */
 static void config_stem(const char *path, char *out, size_t size) {
     const char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
@@ -586,7 +586,7 @@ static void print_file(const char *path) {
 int sf_cmd_ablate(int argc, char **argv) {
     ablate_args a;
     if (parse_args(argc, argv, &a) != 0) {
-        sf_hint("example: sfvit ablate train/configs/fmnist_tiny.yaml model.attn_norm=l1,l2,none --seeds 3");
+        sf_hint("example: sfvit ablate configs/fmnist_tiny.yaml model.attn_norm=l1,l2,none --seeds 3");
         return 2;
     }
     if (sf_dist_init() < 1) return 1;  // the rank is known before any file is written

@@ -24,7 +24,7 @@ tensor_bytes() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 +
 # Debian's Fashion-MNIST, imported with `sfvit data import-idx` (two checks). A missing
 # dataset package fails the whole test.
 fmnist_subset() { # SFVIT_BINARY SOURCE_ROOT N_TRAIN N_VAL
-  local sfvit=$1 names=$2/train/configs/fmnist_classes.txt n_tr=$3 n_va=$4
+  local sfvit=$1 names=$2/configs/fmnist_classes.txt n_tr=$3 n_va=$4
   local fm=/usr/share/datasets/fashion-mnist
   if [ ! -f $fm/train-images-idx3-ubyte.gz ]; then
     echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"; echo "0 passed, 1 failed"; exit 1

@@ -4,7 +4,7 @@
 # one random normalized input batch for `sfvit dump` and ONNX Runtime alike.
 # Needs: lib.sh sourced, $SFVIT and $ROOT set, the working folder current.
 
-# name | base config (train/configs/ or the working folder) | image side | overrides
+# name | base config (configs/ or the working folder) | image side | overrides
 # (the tiny sizes keep each export and run well under a second)
 ONNX_MODELS=(
   "vit_msa|fmnist_tiny.yaml|28|model.attn=msa"
@@ -23,10 +23,10 @@ onnx_make_checkpoints() {
   fmnist_subset "$SFVIT" "$ROOT" 256 128
   # a SOFT pyramid small enough for the test: 32 px -> grids 8, 4, 2, 1
   printf 'base: %s\nmodel:\n  name: soft_tiny\n  in_chans: 1\n  num_classes: 10\n  embed_dims: [16, 32, 32, 64]\n  depths: [1, 1, 1, 1]\n  num_heads: [2, 2, 2, 2]\n' \
-    "$ROOT/train/configs/fmnist_tiny.yaml" > soft_small.yaml
+    "$ROOT/configs/fmnist_tiny.yaml" > soft_small.yaml
   for m in "${ONNX_MODELS[@]}"; do
     IFS='|' read -r name base S over <<< "$m"
-    [ -f "$base" ] || base=$ROOT/train/configs/$base
+    [ -f "$base" ] || base=$ROOT/configs/$base
     # shellcheck disable=SC2086
     "$SFVIT" train "$base" $over model.img_size=$S \
       data.root=fm train.out=runs train.name=$name train.epochs=1 train.max_steps=2 train.batch_size=16 \

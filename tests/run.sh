@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 # python3-onnx and python3-numpy: the ONNX export tests (onnx.checker; reading ONNX Runtime's
 # output). ONNX Runtime itself comes from npm, installed by tests/test_onnx_runtime.sh.
-bash train/install_deps.sh python3-onnx python3-numpy || exit 1
+bash scripts/install_deps.sh python3-onnx python3-numpy || exit 1
 mkdir -p build-test
 
 passed=0 failed=0 skipped=0 stages=()
@@ -65,7 +65,7 @@ if [ "${SFVIT_SKIP_ASAN:-0}" != 1 ]; then
 fi
 if [ "${SFVIT_SKIP_FUZZ:-0}" != 1 ]; then
   t0=$SECONDS log=build-test/run-fuzz.log
-  bash train/install_deps.sh clang libclang-rt-14-dev || echo "fuzz: could not install clang"
+  bash scripts/install_deps.sh clang libclang-rt-14-dev || echo "fuzz: could not install clang"
   if command -v clang > /dev/null; then
     SFVIT_FUZZ_BUILD=build-test/fuzz bash tests/fuzz/run.sh 30 | tee $log
     p=$(count fuzz $log) f=$(sed -n 's/^fuzz: [0-9]* passed, \([0-9]*\) failed.*/\1/p' $log | tail -1)

@@ -15,7 +15,7 @@ source "$ROOT/tests/lib.sh"
 rows() { grep "^\"$1\"," "$2" | sed 's/^"[^"]*",//'; }
 
 fmnist_subset "$SFVIT" "$ROOT" 512 128
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=1 train.log_every=4)
 
 # ---- 2 x 2 grid, 2 seeds; lr=10 with weight decay 5 multiplies every weight by -49 per step ----

@@ -15,7 +15,7 @@ source "$ROOT/tests/lib.sh"
 fmnist_subset "$SFVIT" "$ROOT" 2048 512
 check "2048 train PNGs" test "$(find fm/train -name '*.png' | wc -l)" -eq 2048
 check "data check" "$SFVIT" data check fm
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1)
 
 # ---- config errors name the key and the place ----

@@ -387,7 +387,7 @@ static void test_repo_configs(void) {
     const char *dir = getenv("SFVIT_TEST_DATA");
     if (!dir) dir = "tests";
     char p[1024];
-    snprintf(p, sizeof p, "%s/../train/configs/fmnist_msa.yaml", dir);
+    snprintf(p, sizeof p, "%s/../configs/fmnist_msa.yaml", dir);
     if (access(p, R_OK) != 0) {
         printf("  (no %s: repository configs not checked)\n", p);
         return;
@@ -438,7 +438,7 @@ static void test_named_models(void) {
     /* Every config the project ships loads, validates and round-trips. */
     const char *dir = getenv("SFVIT_TEST_DATA");
     char cdir[1024];
-    snprintf(cdir, sizeof cdir, "%s/../train/configs", dir ? dir : "tests");
+    snprintf(cdir, sizeof cdir, "%s/../configs", dir ? dir : "tests");
     DIR *d = opendir(cdir);
     struct dirent *e;
     int shipped = 0;

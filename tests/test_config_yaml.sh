@@ -25,7 +25,7 @@ check "key table lists $nkeys keys" test "$nkeys" -gt 50
 # ---- PyYAML reads the resolved config back to the same values ----
 PY=/usr/bin/python3
 if ! "$PY" -c 'import yaml' 2> /dev/null; then
-  bad "PyYAML missing: apt-get install python3-yaml (train/install_deps.sh installs it)"
+  bad "PyYAML missing: apt-get install python3-yaml (scripts/install_deps.sh installs it)"
   echo "$passed passed, $failed failed"; exit 1
 fi
 cat > check.py <<'PYEOF'
@@ -52,7 +52,7 @@ for sec, kt in types.items():
 open(dst, "w").write(yaml.safe_dump(d, sort_keys=False))
 PYEOF
 n=0
-for cfg in "$ROOT"/train/configs/*.yaml; do
+for cfg in "$ROOT"/configs/*.yaml; do
   b=$(basename "$cfg" .yaml)
   "$SFVIT" config "$cfg" > "$b.yaml" || { bad "sfvit config $b"; continue; }
   if "$PY" check.py "$b.yaml" "$b.py.yaml" "$nkeys" > py.err 2>&1; then
@@ -67,7 +67,7 @@ done
 check "checked $n shipped configs" test $n -ge 5
 # The run folder's config.yaml is the same writer's text; a value with YAML's special
 # characters survives too.
-"$SFVIT" config "$ROOT/train/configs/fmnist_tiny.yaml" 'data.root=/data/x #1: "q"' train.name=a-b > special.yaml
+"$SFVIT" config "$ROOT/configs/fmnist_tiny.yaml" 'data.root=/data/x #1: "q"' train.name=a-b > special.yaml
 "$PY" check.py special.yaml special.py.yaml "$nkeys" && "$SFVIT" config special.py.yaml > special.back.yaml
 check "strings with '#', ':' and quotes survive PyYAML" cmp -s special.yaml special.back.yaml
 

@@ -5,7 +5,7 @@
  * config.yaml, weights.safetensors (every state_dict entry), input.safetensors (images,
  * labels) and expected.safetensors (PyTorch's logits, loss and grad.<name> for every
  * trainable parameter, computed in float64; metadata rtol_logits, rtol_grad). For each case
- * this program does what `sfvit dump` does (train/dump.c): load the config, build the model,
+ * this program does what `sfvit dump` does (cli/dump.c): load the config, build the model,
  * load the weights strictly, one forward in eval mode (no dropout or drop path, BatchNorm on
  * running statistics), plain mean cross-entropy, backward. It then requires
  *   max |got - want| / max |want| <= rtol_logits   over the logits (and for the loss),

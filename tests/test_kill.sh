@@ -21,7 +21,7 @@ source "$ROOT/tests/lib.sh"
 if [ "${SFVIT_SLOW_TESTS:-0}" = 1 ]; then KILLS=200 EPOCHS=40; else KILLS=24 EPOCHS=8; fi
 
 fmnist_subset "$SFVIT" "$ROOT" 512 64
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 # 16 steps per epoch, a checkpoint after every step.
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=4 train.batch_size=32
         train.eval_batch_size=64 train.epochs=$EPOCHS train.save_every_steps=1)

@@ -55,7 +55,7 @@ loss_diff() {
           if (d > m) m = d; n++} END {print (n ? m : "none")}'
 }
 
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=1 train.log_every=1 train.seed=1
         train.batch_size=32 train.eval_batch_size=64 train.epochs=2)
 
@@ -106,7 +106,7 @@ check "resume 1 -> 2: final top-1/top-5 equal ($f1)" test -n "$f1" -a "$f1" = "$
 
 # ---- SOFT (BatchNorm in the stem and downsampling): SyncBatchNorm vs per-rank ----
 cat > soft_mini.yaml <<EOF
-base: $ROOT/train/configs/fmnist_sima.yaml
+base: $ROOT/configs/fmnist_sima.yaml
 model:
   name: soft_tiny
   img_size: 32

@@ -16,7 +16,7 @@ skipped=0
 
 onnx_make_checkpoints
 have_checker=1
-/usr/bin/python3 -c 'import onnx' 2>/dev/null || { have_checker=0; echo "skip onnx.checker: python3-onnx is not installed (bash train/install_deps.sh python3-onnx)"; }
+/usr/bin/python3 -c 'import onnx' 2>/dev/null || { have_checker=0; echo "skip onnx.checker: python3-onnx is not installed (bash scripts/install_deps.sh python3-onnx)"; }
 for m in "${ONNX_MODELS[@]}"; do
   IFS='|' read -r name base S over <<< "$m"
   out=$("$SFVIT" export runs/$name/last.safetensors -o $name.onnx 2>&1); rc=$?

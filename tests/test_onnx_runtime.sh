@@ -20,7 +20,7 @@ source "$ROOT/tests/onnx_models.sh"
 skip() { echo "SKIP: $*"; exit 77; }
 command -v node > /dev/null || skip "node is not installed"
 command -v npm > /dev/null || skip "npm is not installed"
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed (bash train/install_deps.sh python3-onnx)"
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed (bash scripts/install_deps.sh python3-onnx)"
 if [ ! -d "$ORT_DIR/node_modules/onnxruntime-node" ]; then
   mkdir -p "$ORT_DIR"
   (cd "$ORT_DIR" && timeout 300 npm install --ignore-scripts --no-audit --no-fund --loglevel=error \

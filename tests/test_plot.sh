@@ -52,7 +52,7 @@ EOF
 size_of() { "$SFVIT" data check-image "$1" | sed -n 's/.*: \([0-9]*x[0-9]*\), 3 channels$/\1/p'; }
 
 fmnist_subset "$SFVIT" "$ROOT" 512 128
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=1 train.batch_size=32 train.epochs=3 sched.warmup_epochs=0.5)
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=l1 > /dev/null 2>&1
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=none model.attn_norm=none > /dev/null 2>&1

@@ -13,7 +13,7 @@ source "$ROOT/tests/lib.sh"
 PY=/usr/bin/python3
 
 fmnist_subset "$SFVIT" "$ROOT" 512 128
-"$SFVIT" train "$ROOT/train/configs/fmnist_tiny.yaml" data.root=fm train.out=runs train.threads=1 data.workers=1 \
+"$SFVIT" train "$ROOT/configs/fmnist_tiny.yaml" data.root=fm train.out=runs train.threads=1 data.workers=1 \
   train.epochs=3 train.batch_size=32 train.name=tiny > train.log 2>&1
 check "tiny model trains" grep -q "final val top-1" train.log
 CK=runs/tiny/best.safetensors

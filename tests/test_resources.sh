@@ -16,7 +16,7 @@ source "$ROOT/tests/lib.sh"
 skip() { echo "skip $* (not counted)"; }
 
 fmnist_subset "$SFVIT" "$ROOT" 256 64
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=$W/fm train.threads=1 data.workers=1 train.batch_size=32 train.eval_batch_size=64
         train.save_every_steps=1 train.log_every=1)
 

@@ -15,7 +15,7 @@ cd "$W"
 source "$ROOT/tests/lib.sh"
 
 fmnist_subset "$SFVIT" "$ROOT" 512 64
-TINY=$ROOT/train/configs/fmnist_tiny.yaml
+TINY=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1 train.batch_size=32
         train.eval_batch_size=64)
 

@@ -15,9 +15,9 @@ READ="$PY $ROOT/tests/tfevents_read.py"
 
 fmnist_subset "$SFVIT" "$ROOT" 256 128
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=1 train.batch_size=32 train.log_every=2)
-"$SFVIT" train "$ROOT/train/configs/fmnist_tiny.yaml" "${COMMON[@]}" train.name=off > off.log 2>&1
+"$SFVIT" train "$ROOT/configs/fmnist_tiny.yaml" "${COMMON[@]}" train.name=off > off.log 2>&1
 check "off by default: no event file" test -z "$(ls runs/off | grep tfevents)"
-"$SFVIT" train "$ROOT/train/configs/fmnist_tiny.yaml" "${COMMON[@]}" train.name=tb train.tensorboard=true \
+"$SFVIT" train "$ROOT/configs/fmnist_tiny.yaml" "${COMMON[@]}" train.name=tb train.tensorboard=true \
   train.epochs=2 > tb.log 2>&1
 check "train with train.tensorboard=true" grep -q "final val top-1" tb.log
 check "one event file" test "$(ls runs/tb | grep -c '^events.out.tfevents\.')" -eq 1

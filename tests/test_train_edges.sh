@@ -15,7 +15,7 @@ cd "$W"
 source "$ROOT/tests/lib.sh"
 
 fmnist_subset "$SFVIT" "$ROOT" 1024 256
-BASE=$ROOT/train/configs/fmnist_tiny.yaml
+BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=4)
 
 # ---- config mistakes: an error, a non-zero status, and no run folder ----

@@ -1,6 +1,6 @@
 /* infer.c — the C inference API of include/sfvit.h: a checkpoint's model, config and class
  * names behind one opaque handle, the eval transform, batched forwards without a tape.
- * `sfvit predict` (train/predict.c) and examples/classify.c are its users.
+ * `sfvit predict` (cli/predict.c) and examples/classify.c are its users.
  *
  * Deliberately not here: training state (optimizer moments are not loaded), any output
  * formatting (the commands do that).

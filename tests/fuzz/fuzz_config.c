@@ -1,5 +1,5 @@
 /* fuzz_config.c — the YAML config loader (sf_config_load) on arbitrary bytes, written to a file
- * in a scratch folder that also holds copies of the .yaml files in train/configs, so `base:` chains to
+ * in a scratch folder that also holds copies of the .yaml files in configs, so `base:` chains to
  * the real configs resolve. A first line "#= key=value" is also applied as a command-line
  * override. Invariants for every config that loads and validates: it prints, and what
  * sf_config_write writes loads back to the same settings (the resume path reads that file).
@@ -17,7 +17,7 @@
 #include "fuzz_util.h"
 
 #ifndef SFVIT_FUZZ_CONFIG_DIR
-#define SFVIT_FUZZ_CONFIG_DIR "train/configs"
+#define SFVIT_FUZZ_CONFIG_DIR "configs"
 #endif
 
 static char path_in[512], path_out[512];

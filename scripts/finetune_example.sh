@@ -3,16 +3,16 @@
 # Fashion-MNIST at another resolution with a new head, and compare with training from scratch
 # for the same number of steps.
 #   1. pretrain: the main job's XCiT -> SimA model at 32x32 on 5 of the 10 classes (Sandal,
-#      Shirt, Sneaker, Bag, Ankle boot), one epoch (train/configs/fmnist_pretrain5.yaml);
+#      Shirt, Sneaker, Bag, Ankle boot), one epoch (configs/fmnist_pretrain5.yaml);
 #   2. fine-tune: all 10 classes at 48x48 from that checkpoint, new 10-class head, a twentieth of
 #      the training set for one epoch (fmnist_finetune.yaml);
 #   3. from scratch: the same run without init_from, at the fine-tune lr and at the main job's lr.
 # Prints one table of val top-1 (10,000 test images). A few minutes on 2 cores; on a busy
 # machine SFVIT_THREADS=1 OMP_WAIT_POLICY=passive is faster than two spinning threads.
-# Usage: bash train/finetune_example.sh [key=value ...]   (overrides for steps 2 and 3)
+# Usage: bash scripts/finetune_example.sh [key=value ...]   (overrides for steps 2 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash train/fmnist_data.sh
+bash scripts/fmnist_data.sh
 # The pretraining task: five class folders linked from the full import.
 rm -rf data/fmnist5
 for split in train val; do
@@ -32,11 +32,11 @@ run() { # NAME CONFIG [key=value ...]: trains, prints the run's final line, keep
 }
 mkdir -p runs
 declare -A result
-run pretrain5 train/configs/fmnist_pretrain5.yaml
+run pretrain5 configs/fmnist_pretrain5.yaml
 ckpt=runs/pretrain5-$stamp/best.safetensors
-run finetune48 train/configs/fmnist_finetune.yaml model.init_from="$ckpt" "$@"
-run scratch48 train/configs/fmnist_finetune.yaml model.init_from="" "$@"
-run scratch48_lr2e-3 train/configs/fmnist_finetune.yaml model.init_from="" optim.lr=2e-3 sched.warmup_epochs=0.25 "$@"
+run finetune48 configs/fmnist_finetune.yaml model.init_from="$ckpt" "$@"
+run scratch48 configs/fmnist_finetune.yaml model.init_from="" "$@"
+run scratch48_lr2e-3 configs/fmnist_finetune.yaml model.init_from="" optim.lr=2e-3 sched.warmup_epochs=0.25 "$@"
 steps=$(grep -oE 'step [0-9]+/[0-9]+' "runs/finetune48-$stamp.log" | tail -1 | cut -d/ -f2 || true)
 echo
 echo "| run (10 classes, 48x48, $steps steps of batch 32) | val top-1 |"

@@ -4,7 +4,7 @@
 #   norm   SimA's attn_norm l1 / l2 / none at the recipe's lr (2e-3) and at 5x that (1e-2)
 #   heads  4 heads vs 1 head, for SimA and for softmax attention (MSA)
 #   kinds  SimA, MSA (ViT layout), XCA, SimA (XCiT layout) and SOFT at width 64, 4 blocks
-# Usage: bash train/study.sh [DATA_ROOT] [key=value ...]
+# Usage: bash scripts/study.sh [DATA_ROOT] [key=value ...]
 #   DATA_ROOT: any ImageNet-format folder (DATA_ROOT/{train,val}/<class>/*); default: a
 #   10,000 / 2,000-image subset of Debian's Fashion-MNIST made in data/fmnist_study. The class
 #   count is read from the folder. key=value overrides go to every run (e.g. train.threads=2).
@@ -26,7 +26,7 @@ seeds=${SEEDS:-3}
 out=${OUT:-runs/study}
 figures=${FIGURES:-docs/figures}
 common=(data.root="$root" model.num_classes="$classes" train.out="$out" train.threads=1 "$@")
-c=train/configs
+c=configs
 status=0
 "$sfvit" ablate $c/study_vit.yaml "${common[@]}" train.name=norm \
   model.attn_norm=l1,l2,none optim.lr=2e-3,1e-2 --seeds "$seeds" || status=1
