@@ -1,5 +1,6 @@
 /* dump.c — `sfvit dump`: one forward and backward of a model on given images and labels
- * from given weights, writing logits, loss and every parameter's gradient (DESIGN.md).
+ * from given weights, writing logits, loss and every parameter's gradient (the golden
+ * comparisons of tests/golden, docs/testing.md).
  * This is how a port is checked against another implementation, and how the golden model
  * tests compare with PyTorch. Dropout and drop-path are off, BatchNorm uses its running
  * statistics, the loss is plain mean cross-entropy. */

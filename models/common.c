@@ -144,8 +144,15 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
     return sf_conv2d(g, x, l->w, l->b, l->stride, l->pad, l->groups);
 }
 
+/* no default: an activation added to SF_ACTS is a -Wswitch warning until it has a case */
 static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
-    return act == SF_ACT_RELU ? sf_relu(g, x) : sf_gelu(g, x);
+    switch (act) {
+    case SF_ACT_GELU: return sf_gelu(g, x);
+    case SF_ACT_RELU: return sf_relu(g, x);
+    case SF_ACT_COUNT: break;
+    }
+    SF_ASSERT(0, "activation %d", (int)act);
+    return NULL;
 }
 
 static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
@@ -163,8 +170,12 @@ sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps) 
     case SF_NORM_L1: return sf_l1norm_tokens(g, x, eps);
     case SF_NORM_L2: return sf_l2norm_tokens(g, x, eps);
     case SF_NORM_NONE: return x;
-    default: SF_ASSERT(0, "sima: normalization %d is not l1, l2 or none", (int)norm);
+    /* no default: a norm added to the list is a -Wswitch warning here until it has a case */
+    case SF_NORM_SYMMETRIC:
+    case SF_NORM_COUNT: break;
     }
+    SF_ASSERT(0, "sima: normalization %d is not l1, l2 or none", (int)norm);
+    return NULL;
 }
 
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip) {

@@ -5,7 +5,7 @@
  * Parameters are counted by registering the model on a throwaway parameter store (names and
  * shapes exactly as the real build, no allocation); MACs and counters come from the reference
  * formulas evaluated on the config. SOFT's Newton–Raphson MACs (T·2M³·H per layer) are kept
- * apart from the total, as the reference table reports them.
+ * apart from the total, as the table of docs/models.md reports them.
  *
  * Deliberately not here: measured timings (sfvit bench), backward costs.
  *

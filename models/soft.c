@@ -10,7 +10,7 @@
  * D^−½ NR(K2) D^−½ (SOFT++); core = (K1 Z)(K1ᵀ V) + Vconv(V); heads merged; `ff`.
  *
  * Deliberately not here: the `ratio == 1` softmax-free path (dead in the official code; stage
- * 4 is softmax attention), SOFT-Huge's extra registry name beyond the reference table entry, the
+ * 4 is softmax attention), SOFT-Huge's extra registry name beyond the table of docs/models.md, the
  * paper's avg-pool/random landmark variants.
  *
  * Dimension legend: B batch, n tokens of a stage, C channels, H heads, D head dim,

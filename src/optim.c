@@ -1,6 +1,6 @@
 /* optim.c — AdamW, the LR schedule and gradient utilities over the parameter store.
  * AdamW is one loop per view over the parallel data/grad/m/v buffers; the view's flags
- * say whether it decays (STYLE.md: per-view flags, not a hard-coded index list). */
+ * say whether it decays (per-view flags, not a hard-coded index list). */
 #include "sfvit/optim.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* test_models.c — the model builders: parameter counts and MACs of every named model against
  * the reference figures (docs/models.md: params exact, MACs within 0.1%), exp()/GELU
  * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
- * against the reference tables, forward+backward of tiny configs of every family × attention kind
+ * against the tables of docs/models.md, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
  * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, and the pos_embed resize.
  *
@@ -19,7 +19,7 @@
 typedef struct figure {
     const char *name;
     size_t params;
-    double gmacs;         // rounded to 3 decimals in the reference table
+    double gmacs;         // rounded to 3 decimals as in docs/models.md
     const char *softmax;  // exp() counters and GELU evaluations as `sfvit info` prints them
     const char *kernel;
     const char *erf, *tanh_;
@@ -124,7 +124,7 @@ static void test_sima_variants(void) {
     CHECK(sf_model_param_count(&c) == 13069056, "soft_tiny symmetric params");
 }
 
-/* Custom ViT: the the model reference formula with hidden = mlp_ratio·C. */
+/* Custom ViT: the parameter formula of docs/models.md with hidden = mlp_ratio·C. */
 static void test_custom_vit(void) {
     sf_model_cfg c;
     CHECK(sf_model_defaults(&c, "vit") == 0, "vit defaults");

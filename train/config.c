@@ -10,7 +10,7 @@
  * that model's defaults. Command-line overrides "a.b=value" go through the same scalar rules
  * (the value is parsed as YAML; lists as "[1,2]" or "1,2").
  *
- * Deliberately strict (STYLE.md): an unknown key, a duplicate key, a wrong type, an
+ * Deliberately strict (docs/configs.md): an unknown key, a duplicate key, a wrong type, an
  * out-of-range value or an unknown enum value is an error naming file:line:key, with the
  * closest known key suggested. Never a default substituted for a bad value.
  * Deliberately not here: anchors across files, environment-variable expansion.

@@ -1,6 +1,6 @@
 /* core.h — errors, checked allocation, seeded RNG, thread setting.
  *
- * Two kinds of errors (STYLE.md): programmer errors abort with file:line via SF_ASSERT;
+ * Two kinds of errors (docs/architecture.md, "Errors"): programmer errors abort with file:line via SF_ASSERT;
  * user errors (bad config, missing file, corrupt checkpoint) are reported with sf_error()
  * and returned as a non-zero status up to the command.
  */

@@ -5,7 +5,7 @@
  * Every backward is the adjoint of a copy: it scatters the output gradient back to where
  * each element came from, accumulating (+=). Derivations: docs/math/basic.md#shape-ops.
  *
- * Deliberately not here: strided views (DESIGN.md: tensors are contiguous; a view that is
+ * Deliberately not here: strided views (docs/architecture.md: tensors are contiguous; a view that is
  * not contiguous is materialized by sf_permute), more than 4 dims, inferred (-1) dims.
  *
  * Dimension legend: B batch, N tokens, C channels, H heads, D head dim, M landmarks;

@@ -122,7 +122,7 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
     }
 }
 
-/* ---- Newton–Raphson pseudo-inverse (the model reference, 3.9; docs/math/soft_conv_norm.md#newton-schulz) ---- */
+/* ---- Newton–Raphson pseudo-inverse (docs/math/soft_conv_norm.md#newton-schulz) ---- */
 
 /* Worst relative residual of the last forward NR call. A plain static: per process, and not
  * thread-safe (two contexts running NR at once in different threads overwrite each other). */
