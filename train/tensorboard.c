@@ -1,4 +1,4 @@
-/* tensorboard.c — TensorBoard event files (include/sfvit/tensorboard.h).
+/* tensorboard.c — TensorBoard event files (train/tensorboard.h).
  *
  * File: TFRecord records, each  uint64 length | uint32 masked CRC-32C of the 8 length
  * bytes | the Event message | uint32 masked CRC-32C of the message  (little-endian).
@@ -8,7 +8,7 @@
  *
  * Deliberately not here: histograms and images (scalars are what log.jsonl has), reading.
  */
-#include "sfvit/tensorboard.h"
+#include "tensorboard.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
-#include "sfvit/tensorboard.h"
+#include "tensorboard.h"
 #include "sfvit/dist.h"
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
