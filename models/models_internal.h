@@ -114,7 +114,7 @@ void mdl_info_mlp(mdl_info_row *r, const sf_model_cfg *c, int N, int C);
 /* A family: a struct of functions defined in the family's own file as mdl_family_<name>. */
 typedef struct mdl_family_def {
     const char *title;  /* in messages: "model.attn 'xca' is not available in a ViT" */
-    int per_block;      /* its blocks take model.attn / model.block_attn kinds (checked by the kind table) */
+    int sima_record;    /* its SimA blocks record token norms for `sfvit viz` (mdl_viz_record) */
     /* the family's own constraints, after the common ones (mdl_bad for messages) */
     int (*check)(const sf_model_cfg *c, const char *where);
     /* registers the parameters (and returns -1 with a message for a config it cannot build) */

@@ -50,7 +50,7 @@ const sf_model_cfg *sf_model_config(const sf_model *m) { return &m->cfg; }
 void sf_model_set_sima_order(sf_model *m, sf_sima_order order) { m->cfg.sima_order = order; }
 
 static int model_has_sima(const sf_model_cfg *c) {
-    if (!mdl_families[c->family]->per_block) return 0;
+    if (!mdl_families[c->family]->sima_record) return 0;
     for (int i = 0; i < c->depth; i++)
         if (mdl_block_attn(c, i) == SF_ATTN_SIMA) return 1;
     return 0;

@@ -378,6 +378,6 @@ static void soft_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
 }
 
 const mdl_family_def mdl_family_soft = {
-    .title = "SOFT", .per_block = 0, .check = soft_check, .build = soft_build, .forward = soft_forward,
+    .title = "SOFT", .sima_record = 0, .check = soft_check, .build = soft_build, .forward = soft_forward,
     .free = soft_free, .info_rows = soft_info_rows,
 };

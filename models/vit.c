@@ -203,6 +203,6 @@ static void vit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
 }
 
 const mdl_family_def mdl_family_vit = {
-    .title = "a ViT", .per_block = 1, .check = vit_check, .build = vit_build, .forward = vit_forward,
+    .title = "a ViT", .sima_record = 1, .check = vit_check, .build = vit_build, .forward = vit_forward,
     .free = vit_free, .info_rows = vit_info_rows,
 };

@@ -313,6 +313,6 @@ static void xcit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
 }
 
 const mdl_family_def mdl_family_xcit = {
-    .title = "XCiT", .per_block = 1, .check = xcit_check, .build = xcit_build, .forward = xcit_forward,
+    .title = "XCiT", .sima_record = 1, .check = xcit_check, .build = xcit_build, .forward = xcit_forward,
     .free = xcit_free, .info_rows = xcit_info_rows,
 };
