@@ -7,7 +7,7 @@
  * Deliberately not here: overlapping the reduction with backward (no per-parameter hook on
  * the tape), gradient compression, any collective other than MPI_COMM_WORLD.
  */
-#include "sfvit/dist.h"
+#include "dist_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -27,7 +27,7 @@
 
 #include "sfvit/checkpoint.h"
 #include "tensorboard.h"
-#include "sfvit/dist.h"
+#include "dist_internal.h"
 #include "sfvit/optim.h"
 #include "sfvit/train.h"
 
