@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sfvit/optim.h"
+#include "sfvit/precision.h"
 #include "sfvit/train.h"
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
@@ -79,6 +80,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         sf_params_zero_grad(ps);
         sf_profile_mark();
         double t0 = sf_now();
+        sf_precision_weights_refresh(ps);
         sf_tensor *logits = sf_model_forward(&g, m, x);
         sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg->aug.smoothing);
         double t1 = sf_now();
@@ -91,6 +93,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     }
     r->arena_peak = g.arena.peak;
     r->train_rss = proc_status_mib("VmHWM");
+    sf_bf16_weights_clear();
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
         g.grad_enabled = 0;
@@ -172,6 +175,7 @@ int sf_cmd_bench(int argc, char **argv) {
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     const int threads = sf_threads_init(cfg.train.threads);
+    if (sf_precision_setup(&cfg, 1) != 0) return 1;
     const double base_rss = proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
     const int B = cfg.train.batch_size;

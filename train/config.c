@@ -44,6 +44,8 @@ static const char *const pools[] = {"token", "avg", NULL};
 static const char *const nr_inits[] = {"master", "paper", NULL};
 static const char *const interps[] = {"bilinear", "bicubic", "random", NULL};
 static const char *const decay_masks[] = {"sfvit", "official", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "bf16_emulated", NULL};
+static const char *const precision_fallbacks[] = {"none", "fp32", NULL};
 
 #define OFF(f) offsetof(sf_config, f)
 #define SZ(f) sizeof(((sf_config *)0)->f)
@@ -157,6 +159,10 @@ const key_def config_keys[] = {
      "EMA of the weights after every update, evaluated and saved as ema.safetensors (DeiT: 0.99996; 0 = off)"},
     {"train.tensorboard", K_BOOL, OFF(train.tensorboard), 0, 0, 0, 0, 1, NULL,
      "also write the log's scalars as TensorBoard events (events.out.tfevents.*) in the run folder"},
+    {"train.precision", K_SENUM, OFF(train.precision), SZ(train.precision), 0, 0, 0, 0, precisions,
+     "products of linear, attention and conv: fp32, bf16 (native: AVX512_BF16/AMX), bf16_emulated (reference)"},
+    {"train.precision_fallback", K_SENUM, OFF(train.precision_fallback), SZ(train.precision_fallback), 0, 0, 0, 0,
+     precision_fallbacks, "precision bf16 without native bf16: none (error) or fp32 (warning, fp32)"},
 };
 const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
 
@@ -229,6 +235,8 @@ void sf_config_defaults(sf_config *cfg) {
     t->eval_every = 1;
     t->max_train_fraction = 1.0f;
     t->bn_sync = 1;
+    strcpy(t->precision, "fp32");
+    strcpy(t->precision_fallback, "none");
 }
 
 /* ---- values: a scalar or a list of scalars, from YAML or the command line ---- */

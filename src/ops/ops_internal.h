@@ -4,6 +4,7 @@
 #define SFVIT_OPS_INTERNAL_H
 
 #include "sfvit/ops.h"
+#include "sfvit/precision.h"
 
 #include <stdint.h>
 #ifdef _OPENMP
