@@ -18,8 +18,9 @@
  * Each case runs in a child process, so one that aborts fails alone. Data:
  * $SFVIT_TEST_DATA/golden/models (meson sets it to the tests/ directory), else next to this
  * source file. Arguments: an optional substring selects cases. With
- * `--compare OUT.safetensors EXPECTED.safetensors` it only compares a file written by
- * `sfvit dump` with an expected file by the same rules (tests/test_golden_dump.sh).
+ * `--compare OUT.safetensors EXPECTED.safetensors [RTOL_LOGITS RTOL_GRAD]` it only compares a
+ * file written by `sfvit dump` with an expected file by the same rules (tests/test_golden_dump.sh;
+ * the tolerances given replace the file's: bf16, tests/test_bf16_golden.sh).
  *
  * Deliberately not here: training-mode randomness (dropout, drop path, BatchNorm batch
  * statistics), covered by the gradient checks in test_models.c.
@@ -237,14 +238,15 @@ static int run_case(const char *dir, const char *name, int order) {
 }
 
 /* --compare OUT EXPECTED: a `sfvit dump` file against the expected file. */
-static int compare_files(const char *out_path, const char *exp_path) {
+static int compare_files(const char *out_path, const char *exp_path, double rtol_l_set, double rtol_g_set) {
     sf_st_file out, exp;
     if (sf_st_open(&out, out_path) != 0 || sf_st_open(&exp, exp_path) != 0) {
         CHECK(0, "cannot read %s or %s", out_path, exp_path);
         return test_summary("golden_dump_compare");
     }
     worst w = {0, 0, 0, "", 0};
-    const double rtol_l = meta_double(&exp, "rtol_logits", 1e-4), rtol_g = meta_double(&exp, "rtol_grad", 1e-3);
+    double rtol_l = meta_double(&exp, "rtol_logits", 1e-4), rtol_g = meta_double(&exp, "rtol_grad", 1e-3);
+    if (rtol_l_set > 0) rtol_l = rtol_l_set, rtol_g = rtol_g_set; /* bf16: tests/test_bf16_golden.sh */
     size_t nl = 0, nloss = 0;
     float *logits = read_entry(&out, "logits", &nl), *loss = read_entry(&out, "loss", &nloss);
     CHECK(logits && loss && nloss == 1, "%s: no logits / loss", out_path);
@@ -316,7 +318,8 @@ static int run_child(const char *dir, const char *name, int order) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "--compare") == 0) return compare_files(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--compare") == 0) return compare_files(argv[2], argv[3], 0, 0);
+    if (argc == 6 && strcmp(argv[1], "--compare") == 0) return compare_files(argv[2], argv[3], atof(argv[4]), atof(argv[5]));
     const char *filter = argc > 1 ? argv[1] : NULL;
     /* Threads (OpenMP, OpenBLAS) start only in the children: none are running at fork. */
     char *dir = data_dir();

@@ -45,7 +45,9 @@ typedef struct {
 } entry;
 
 #define CACHE_SIZE 128 /* per thread; a model uses a few dozen distinct products */
-static __thread entry cache[CACHE_SIZE];
+/* Allocated on first use: a large static thread-local array would move the heap of every
+ * build that links oneDNN and with it the alignment, and so the last bits, of fp32 products. */
+static __thread entry *cache;
 static __thread int cache_n, cache_next;
 static __thread dnnl_stream_t stream;
 
@@ -60,6 +62,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
             return e;
     }
     if (!sf_dnnl_available()) return NULL;
+    if (!cache) cache = sf_calloc(CACHE_SIZE, sizeof *cache);
     if (!stream && dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
         return NULL;
     dnnl_memory_desc_t ad, bd, cd;
