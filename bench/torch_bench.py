@@ -15,6 +15,7 @@ train_peak_rss_mib Z (process peak resident set after the training steps) with
 base_rss_mib W (resident set once torch and the data are loaded, before the model).
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -80,7 +81,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("SFVIT_THREADS", "2")))
     ap.add_argument("--no-infer", action="store_true")
+    ap.add_argument("--bf16", action="store_true",
+                    help="forward and loss under torch.cpu.amp.autocast(dtype=torch.bfloat16)")
     a = ap.parse_args()
+    # bf16 autocast: PyTorch's own mixed precision on CPU (oneDNN bf16 kernels where the CPU
+    # has them); master weights and the optimizer stay fp32 as in sfvit's train.precision.
+    amp = (lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     base = rss_mib()
@@ -93,7 +99,8 @@ def main():
     for s in range(-a.warmup, a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with amp():
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         if s >= 0:
@@ -107,7 +114,8 @@ def main():
         with torch.no_grad():
             for s in range(-a.warmup, a.steps):
                 t0 = time.perf_counter()
-                model(x)
+                with amp():
+                    model(x)
                 if s >= 0:
                     times.append(time.perf_counter() - t0)
         infer = median(times)
