@@ -87,6 +87,12 @@ def main():
     # bf16 autocast: PyTorch's own mixed precision on CPU (oneDNN bf16 kernels where the CPU
     # has them); master weights and the optimizer stay fp32 as in sfvit's train.precision.
     amp = (lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
+    if a.bf16:
+        # PyTorch 1.13's CPU autocast hands LayerNorm a bf16 input next to its fp32 weight and
+        # fails ("expected scalar type BFloat16 but found Float"); normalize in fp32 as its CUDA
+        # autocast does (and as sfvit does in every precision).
+        ln_forward = torch.nn.LayerNorm.forward
+        torch.nn.LayerNorm.forward = lambda self, x: ln_forward(self, x.float())
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     base = rss_mib()
