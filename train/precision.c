@@ -6,6 +6,7 @@
  * fp32; never a silently slow emulation. bf16_emulated (operands rounded, OpenBLAS fp32
  * products) runs everywhere and says so. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sfvit/precision.h"
@@ -53,8 +54,8 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
 
 void sf_precision_weights_refresh(sf_params *ps) {
     if (sf_precision_get() == SF_PREC_FP32) return;
-    sf_tensor *list[1024];
-    int n = 0;
-    for (int i = 0; i < ps->count && n < 1024; i++) list[n++] = ps->list[i].t;
-    sf_bf16_weights_refresh(list, n);
+    sf_tensor **list = sf_malloc((size_t)(ps->count > 0 ? ps->count : 1) * sizeof *list);
+    for (int i = 0; i < ps->count; i++) list[i] = ps->list[i].t;
+    sf_bf16_weights_refresh(list, ps->count);
+    free(list);
 }

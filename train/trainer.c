@@ -733,8 +733,10 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
         r->g.grad_enabled = 1;
         step_rng_begin(&r->g, &r->st.drop_rng, r->rank, r->world);  // MPI: per-rank masks
         es->lr = sf_lr_at(r->base_lr, &c->sched, c->train.epochs, (double)epoch + (double)step / r->steps_per_epoch);
-        if (step % r->accum == 0) sf_params_zero_grad(&r->ps);
-        sf_precision_weights_refresh(&r->ps);  // bf16: the weights of this update, converted once
+        if (step % r->accum == 0) {
+            sf_params_zero_grad(&r->ps);
+            sf_precision_weights_refresh(&r->ps);  // bf16: this update's weights, converted once
+        }
         float loss;
         long correct;
         int diverged = forward_backward(r, &b, epoch, step, &loss, &correct), stop = g_stop_requested;
