@@ -15,33 +15,41 @@
 
 /* ---- numbers ---- */
 
-uint16_t sf_bf16_from_f32(float x) {
+/* Branch-free (a select, not a jump) so that the loops below vectorize. */
+static inline uint16_t to_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN: quiet, keep sign */
     /* Round to nearest, ties to even: add 0x7fff plus the lowest kept bit. Inf stays Inf
      * (lower bits 0); the largest finite values round up into Inf as they should. */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* keeps the sign; never rounds into Inf */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-float sf_f32_from_bf16(uint16_t h) {
+static inline float from_bf16(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
 }
 
-float sf_bf16_round(float x) { return sf_f32_from_bf16(sf_bf16_from_f32(x)); }
+uint16_t sf_bf16_from_f32(float x) { return to_bf16(x); }
+float sf_f32_from_bf16(uint16_t h) { return from_bf16(h); }
+float sf_bf16_round(float x) { return from_bf16(to_bf16(x)); }
 
 void sf_bf16_convert(const float *x, uint16_t *y, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) y[i] = sf_bf16_from_f32(x[i]);
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) y[i] = to_bf16(x[i]);
 }
 
 void sf_bf16_round_into(const float *x, float *y, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) y[i] = sf_bf16_round(x[i]);
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) y[i] = from_bf16(to_bf16(x[i]));
+}
+
+static void widen(const uint16_t *x, float *y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = from_bf16(x[i]);
 }
 
 /* ---- precision ---- */
@@ -138,7 +146,7 @@ static void *scratch_get(int i, size_t bytes) {
 static const float *emulated_operand(int i, const float *X, const uint16_t *X16, size_t n) {
     float *y = scratch_get(i, n * sizeof *y);
     if (X16)
-        for (size_t j = 0; j < n; j++) y[j] = sf_f32_from_bf16(X16[j]);
+        widen(X16, y, n);
     else
         sf_bf16_round_into(X, y, n);
     return y;
