@@ -41,6 +41,7 @@ table=(
   "conv2d         test_ops_conv_norm  conv                   conv2d         vit_sima_l1,xcit_xca,soft"
   "linear         test_ops_basic      linear                 linear         vit_msa"
   "gelu           test_ops_basic      gelu                   gelu           vit_msa"
+  "quick_gelu     test_ops_basic      quick_gelu             quick_gelu     -"
   "softmax        test_ops_basic      softmax                softmax        -"
   "cross_entropy  test_ops_basic      cross_entropy          cross_entropy  -"
 )
