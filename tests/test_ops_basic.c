@@ -570,6 +570,14 @@ static sf_tensor *build_concat(sf_ctx *g, sf_tensor **in, void *u) {
     (void)u;
     return sf_concat_tokens(g, in[0], in[1]);
 }
+/* CvT's cls handling: the cls token split off, the grid tokens transformed, the cls token
+ * concatenated back in front (the two slices overlap nothing and cover every token). */
+static sf_tensor *build_cls_split_concat(sf_ctx *g, sf_tensor **in, void *u) {
+    (void)u;
+    const int N = in[0]->shape[1];
+    sf_tensor *cls = sf_slice_tokens(g, in[0], 0, 1), *grid = sf_slice_tokens(g, in[0], 1, N - 1);
+    return sf_concat_tokens(g, sf_scale(g, cls, -0.5f), sf_gelu(g, grid));
+}
 static sf_tensor *build_mean_tokens(sf_ctx *g, sf_tensor **in, void *u) {
     (void)u;
     return sf_mean_tokens(g, in[0]);
@@ -594,6 +602,8 @@ static void test_tokens(void) {
         sf_ctx_free(&g);
     }
 
+    gradcheck("slice_tokens + concat_tokens: cls split off and put back (3,7,5)", build_cls_split_concat, NULL,
+              &x, 1, (gc_opts){0});
     gradcheck("mean_tokens (3,7,5)", build_mean_tokens, NULL, &x, 1, (gc_opts){0});
     sf_ctx g;
     sf_ctx_init(&g, 1 << 20);
