@@ -777,7 +777,7 @@ def soft_case(name, symmetric, dims=(16, 16, 16, 16), depths=(1, 1, 1, 1), heads
          y, img, in_chans)
 
 
-def cvt_case(name, kinds, norm="l1", dims=(8, 16, 24), heads=(1, 2, 2), depths=(1, 1, 2), img=32, act="quick_gelu",
+def cvt_case(name, kinds, norm="l1", dims=(4, 8, 12), heads=(1, 2, 2), depths=(1, 1, 2), img=32, act="quick_gelu",
              in_chans=3, mlp_ratio=2.0):
     lst = lambda v: "[" + ", ".join(str(x) for x in v) + "]"
     y = (f"  name: cvt_13\n  img_size: {img}\n  in_chans: {in_chans}\n  num_classes: 10\n"
@@ -825,13 +825,13 @@ soft_case("soft", symmetric=False)
 soft_case("softpp_symmetric", symmetric=True, in_chans=1)
 # Added last so the seeds of the cases above stay the same.
 vit_case("vit_sima_l1_avgpool_gray", ["sima", "sima"], "l1", in_chans=1, C=16, mlp_ratio=2.0, pool="avg")
-# CvT at 32 px: grids 8, 4, 2 (key/value grids 4, 2, 1); the last stage has 5 query and 2 key
-# tokens. SimA auto: kv-first in stage 0 (Nq 64, Nk 16, D 8), qk-first in stages 1 and 2.
-# A 1-channel 28 px case (grids 7, 4, 2: odd sides through the stride-2 convs) with msa then
-# sima blocks, GELU.
-cvt_case("cvt_msa", ["msa"] * 4)
-cvt_case("cvt_sima_l1", ["sima"] * 4, "l1")
-cvt_case("cvt_mixed_l2_gray28", ["msa", "sima", "msa", "sima"], "l2", img=28, in_chans=1, act="gelu")
+# CvT (small, to keep this directory under 3 MB): at 32 px grids 8, 4, 2 (key/value grids 4, 2,
+# 1), the last stage with 5 query and 2 key tokens. The 1-channel 28 px case (grids 7, 4, 2: odd
+# sides through the stride-2 convs) mixes msa and sima l1 blocks with GELU; its SimA blocks
+# resolve kv-first in stage 1 (Nq 16, Nk 4, D 4) and qk-first in stage 2 (Nq 5, Nk 2, D 6).
+cvt_case("cvt_msa", ["msa"] * 4, dims=(4, 8, 12))
+cvt_case("cvt_mixed_sima_l1_gray28", ["msa", "sima", "msa", "sima"], "l1", dims=(4, 8, 12), img=28, in_chans=1,
+         act="gelu")
 
 
 def run_case(c, seed):
