@@ -355,7 +355,7 @@ static sf_model_cfg tiny_soft(sf_attn_norm n) {
     return c;
 }
 
-static sf_attn_kind mdl_block_attn_of(const sf_model_cfg *c, int i) {
+static sf_attn_kind block_attn_of(const sf_model_cfg *c, int i) {
     return (c->n_block_attn > 0 && i < c->n_block_attn) ? c->block_attn[i] : c->attn;
 }
 
@@ -459,7 +459,7 @@ static int all_finite(const float *p, size_t n) {
 static int grad_dead_by_design(const sf_model_cfg *c, const char *name) {
     if (c->family != SF_FAMILY_CVT) return 0;
     const int total = c->depths[0] + c->depths[1] + c->depths[2];
-    if (mdl_block_attn_of(c, total - 1) == SF_ATTN_SIMA && c->attn_norm != SF_NORM_NONE) return 0;
+    if (block_attn_of(c, total - 1) == SF_ATTN_SIMA && c->attn_norm != SF_NORM_NONE) return 0;
     char p[96];
     snprintf(p, sizeof p, "stage2.blocks.%d.attn.conv_proj_q.", c->depths[2] - 1);
     return !strncmp(name, p, strlen(p));
