@@ -9,7 +9,8 @@ in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the 
 
 Usage: /usr/bin/python3 bench/torch_bench.py MODEL [--batch 8] [--steps 5] [--warmup 2]
        [--threads 2] [--no-infer]
-MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny.
+MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny,
+       cvt_13 (softmax, QuickGELU, BatchNorm in training mode as sfvit's training step).
 Prints, like `sfvit bench`: train_img_per_s X, infer_img_per_s Y, and
 train_peak_rss_mib Z (process peak resident set after the training steps) with
 base_rss_mib W (resident set once torch and the data are loaded, before the model).
@@ -56,6 +57,9 @@ def build(name):
     if name == "soft_tiny":
         return golden.SOFT(224, 3, 1000, (64, 128, 320, 512), (1, 2, 3, 2), (2, 4, 10, 16), False, 20, 4.0,
                            "gelu"), 224, 3, 1000
+    if name == "cvt_13":  # train/configs/cvt_13.yaml
+        return golden.CvT(3, 1000, (64, 192, 384), (1, 2, 10), (1, 3, 6), ["msa"] * 13, "l1", 4.0,
+                          "quick_gelu"), 224, 3, 1000
     raise SystemExit(f"torch_bench: unknown model {name}")
 
 

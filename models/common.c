@@ -21,10 +21,12 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* timm `add_weight_decay`: no decay iff 1-D, *.bias, or in model.no_weight_decay()
- * (DeiT {pos_embed, cls_token}; XCiT {pos_embed, cls_token, dist_token}; SOFT {cls_token}). */
+ * (DeiT {pos_embed, cls_token}; XCiT {pos_embed, cls_token, dist_token}; SOFT {cls_token};
+ * CvT {stage<i>.pos_embed, stage<i>.cls_token}). */
 static int official_decay(sf_family fam, const char *name, int ndim) {
     if (ndim <= 1 || ends_with(name, ".bias")) return 0;
     if (!strcmp(name, "cls_token")) return 0;
+    if (fam == SF_FAMILY_CVT && ends_with(name, ".cls_token")) return 0;
     if (fam != SF_FAMILY_SOFT && !strcmp(name, "pos_embed")) return 0;
     return 1;
 }
@@ -145,7 +147,11 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
 }
 
 static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
-    return act == SF_ACT_RELU ? sf_relu(g, x) : sf_gelu(g, x);
+    switch (act) {
+    case SF_ACT_RELU: return sf_relu(g, x);
+    case SF_ACT_QUICK_GELU: return sf_quick_gelu(g, x);
+    default: return sf_gelu(g, x);
+    }
 }
 
 static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
@@ -267,6 +273,6 @@ const char *mdl_norm_name(sf_attn_norm n) {
 }
 
 const char *mdl_family_name(sf_family f) {
-    static const char *names[] = {"vit", "xcit", "soft"};
-    return (unsigned)f < 3 ? names[f] : "?";
+    static const char *names[] = {"vit", "xcit", "soft", "cvt"};
+    return (unsigned)f < 4 ? names[f] : "?";
 }

@@ -1,6 +1,7 @@
 /* info.c — `sfvit info`: the table of blocks with per-image input/output shapes, parameters,
  * MACs (docs/models.md conventions: Linear/Conv/matmul multiply-accumulates only), exp() and GELU
- * counts, per-part sums and totals, and the SimA order each SimA block resolves to.
+ * counts, per-part sums and totals, and the SimA order each SimA block resolves to. CvT's rows
+ * come from its family table (models/cvt.c).
  *
  * Parameters are counted by registering the model on a throwaway parameter store (names and
  * shapes exactly as the real build, no allocation); MACs and counters come from the reference
@@ -16,23 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct info_row {
-    char name[48];      // "blocks.3"
-    char part[32];      // "blocks": the per-part summary groups rows by this
-    char prefix[48];    // parameter-name prefix counted for this row
-    char in[40], out[40];
-    char note[48];
-    size_t params;
-    double macs, nr_macs, softmax_exp, kernel_exp, gelu_erf, gelu_tanh;
-} info_row;
-
-typedef struct info_table {
-    info_row *rows;
-    int n, cap;
-    sf_sima_order sima_used;  // resolved order of the SimA blocks (AUTO if none)
-    int sima_N, sima_D;
-} info_table;
-
 static info_row *row_add(info_table *t, const char *part, const char *prefix, const char *name) {
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
@@ -44,6 +28,10 @@ static info_row *row_add(info_table *t, const char *part, const char *prefix, co
     snprintf(r->prefix, sizeof r->prefix, "%s", prefix);
     snprintf(r->name, sizeof r->name, "%s", name);
     return r;
+}
+
+info_row *mdl_info_row_add(info_table *t, const char *part, const char *prefix, const char *name) {
+    return row_add(t, part, prefix, name);
 }
 
 static void shape3(char *buf, int a, int b, int c) { snprintf(buf, 40, "(%d, %d, %d)", a, b, c); }
@@ -288,6 +276,7 @@ static int build_table(const sf_model_cfg *c, info_table *t) {
     case SF_FAMILY_VIT: vit_rows(t, c); break;
     case SF_FAMILY_XCIT: xcit_rows(t, c); break;
     case SF_FAMILY_SOFT: soft_rows(t, c); break;
+    case SF_FAMILY_CVT: mdl_cvt_family.info_rows(t, c); break;
     }
     return 0;
 }
@@ -339,7 +328,7 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
     if (c->attn == SF_ATTN_SIMA || c->attn == SF_ATTN_SOFT) fprintf(f, " (%s)", mdl_norm_name(c->attn_norm));
     fprintf(f, ", img %d, in_chans %d, classes %d\n", c->img_size, c->in_chans, c->num_classes);
     fprintf(f, "%-20s %-16s %-16s %12s %11s  %s\n", "layer", "input", "output", "params", "MMACs", "note");
-    double macs = 0, nr = 0, sexp = 0, kexp = 0, erf = 0, tanh_ = 0;
+    double macs = 0, nr = 0, sexp = 0, kexp = 0, erf = 0, tanh_ = 0, sigm = 0;
     for (int i = 0; i < t.n; i++) {
         const info_row *r = &t.rows[i];
         fprintf(f, "%-20s %-16s %-16s %12s %11.2f  %s\n", r->name, r->in, r->out,
@@ -350,6 +339,7 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
         kexp += r->kernel_exp;
         erf += r->gelu_erf;
         tanh_ += r->gelu_tanh;
+        sigm += r->gelu_sigmoid;
     }
     fprintf(f, "per part:\n");
     for (int i = 0; i < t.n; i++) {
@@ -369,8 +359,13 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
     if (nr > 0) fprintf(f, " + Newton-Raphson %s (%.3f G)", commas(b3, nr), nr / 1e9);
     fputc('\n', f);
     fprintf(f, "exp() per image:          softmax %s, SOFT kernel %s\n", commas(b1, sexp), commas(b2, kexp));
-    fprintf(f, "GELU per image:           erf %s, tanh %s\n", commas(b1, erf), commas(b2, tanh_));
-    if (t.sima_used != SF_SIMA_AUTO)
+    fprintf(f, "GELU per image:           erf %s, tanh %s", commas(b1, erf), commas(b2, tanh_));
+    if (sigm > 0) fprintf(f, ", QuickGELU sigmoid %s (one exp each)", commas(b3, sigm));
+    fputc('\n', f);
+    if (t.sima_used != SF_SIMA_AUTO && t.sima_Nk)
+        fprintf(f, "SimA order:               %s (last block: Nq=%d, Nk=%d, D=%d; sima_order=%s)\n",
+                order_name(t.sima_used), t.sima_N, t.sima_Nk, t.sima_D, order_name(c->sima_order));
+    else if (t.sima_used != SF_SIMA_AUTO)
         fprintf(f, "SimA order:               %s (N=%d, D=%d; sima_order=%s)\n", order_name(t.sima_used),
                 t.sima_N, t.sima_D, order_name(c->sima_order));
     else

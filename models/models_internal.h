@@ -33,10 +33,32 @@ typedef struct mdl_attn {
     int viz_skip;               /* leading tokens excluded from the record (1 = cls) */
 } mdl_attn;
 
+/* ---- `sfvit info` rows (info.c builds the table; a family may add its own rows) ---- */
+typedef struct info_row {
+    char name[48];      // "blocks.3"
+    char part[32];      // "blocks": the per-part summary groups rows by this
+    char prefix[48];    // parameter-name prefix counted for this row
+    char in[40], out[40];
+    char note[48];
+    size_t params;
+    double macs, nr_macs, softmax_exp, kernel_exp, gelu_erf, gelu_tanh, gelu_sigmoid;
+} info_row;
+
+typedef struct info_table {
+    info_row *rows;
+    int n, cap;
+    sf_sima_order sima_used;  // resolved order of the SimA blocks (AUTO if none)
+    int sima_N, sima_D;
+    int sima_Nk;              // key/value tokens when they differ from the query tokens (CvT), else 0
+} info_table;
+
+/* Appends a zeroed row; its parameters are those whose names start with prefix. */
+info_row *mdl_info_row_add(info_table *t, const char *part, const char *prefix, const char *name);
+
 /* ---- the model ---- */
 struct sf_model {
     sf_model_cfg cfg;
-    void *family;               /* vit_model / xcit_model / soft_model (family files) */
+    void *family;               /* vit_model / xcit_model / soft_model / cvt_model (family files) */
     /* SimA token norms of the last SimA block, batch element 0 (sfvit viz) */
     float *viz_q, *viz_k;       // (N_patches) each
     int viz_n, viz_h, viz_w, viz_valid;
@@ -98,6 +120,21 @@ void xcit_free(sf_model *m);
 int soft_build(sf_model *m, sf_params *ps);
 sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
 void soft_free(sf_model *m);
+
+/* A family given as one table of entry points (CvT, models/cvt.c): the registry and `sfvit
+ * info` call these and nothing else of the family. */
+typedef struct mdl_family_ops {
+    sf_family family;
+    const char *name;                                    /* "cvt" */
+    const char *const *models;                           /* its model names, NULL-terminated */
+    int (*defaults)(sf_model_cfg *c, const char *name);  /* fills the sizes of a named model */
+    int (*check)(const sf_model_cfg *c);                 /* the family's config constraints */
+    int (*build)(sf_model *m, sf_params *ps);
+    sf_tensor *(*forward)(sf_ctx *g, sf_model *m, sf_tensor *images);
+    void (*free)(sf_model *m);
+    void (*info_rows)(info_table *t, const sf_model_cfg *c);
+} mdl_family_ops;
+extern const mdl_family_ops mdl_cvt_family;
 
 /* XCiT's 64 Fourier position features of an Hp x Wp grid: out (64, Hp, Wp). */
 void mdl_xcit_fourier(float *out, int Hp, int Wp);

@@ -624,6 +624,8 @@ static void value_info(sf_pb *out, int field, const char *name, int ndim, const 
 }
 
 int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path, sf_onnx_stats *st) {
+    if (c->family == SF_FAMILY_CVT) return sf_error("%s: CvT models have no ONNX form yet", path);
+    if (c->act == SF_ACT_QUICK_GELU) return sf_error("%s: model.act quick_gelu has no ONNX form yet", path);
     const char *why = c->family == SF_FAMILY_SOFT ? soft_unsupported(c, ps) : NULL;
     if (why) return sf_error("%s: this SOFT model has no ONNX form yet: %s", path, why);
     graph g = {.ps = ps};

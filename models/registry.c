@@ -3,7 +3,7 @@
  * SimA token-norm record.
  *
  * Deliberately not here: the block table and FLOP counts (info.c), family code (vit.c,
- * xcit.c, soft.c).
+ * xcit.c, soft.c; CvT's defaults and checks too: its family table in cvt.c).
  */
 #include "models_internal.h"
 
@@ -14,7 +14,8 @@ const char *const sf_model_names[] = {
     "deit_tiny",        "deit_small",        "vit",
     "xcit_tiny_12_p16", "xcit_small_12_p16", "xcit_tiny_12_p8", "xcit_tiny_24_p16",
     "soft_tiny",        "soft_small",        "soft_small_repo", "soft_medium",
-    "soft_large",       "soft_huge",         NULL,
+    "soft_large",       "soft_huge",         "cvt_13",          "cvt_21",
+    NULL,
 };
 
 static void base_defaults(sf_model_cfg *c) {
@@ -94,6 +95,7 @@ int sf_model_defaults(sf_model_cfg *cfg, const char *name) {
     else if (!strcmp(name, "soft_medium")) soft_defaults(&c, d_med, h_med, (int[]){1, 3, 29, 5});
     else if (!strcmp(name, "soft_large")) soft_defaults(&c, d_std, h_std, (int[]){1, 3, 40, 5});
     else if (!strcmp(name, "soft_huge")) soft_defaults(&c, d_huge, h_huge, (int[]){1, 5, 49, 5});
+    else if (mdl_cvt_family.defaults(&c, name) == 0) {}  // cvt_13, cvt_21
     else {
         sf_error("unknown model name '%s'", name);
         char list[512] = "";
@@ -190,7 +192,8 @@ int mdl_check_cfg(const sf_model_cfg *c) {
         }
         return 0;
     }
-    return sf_error("model.family %d is not vit, xcit or soft", (int)c->family);
+    if (c->family == SF_FAMILY_CVT) return mdl_cvt_family.check(c);
+    return sf_error("model.family %d is not vit, xcit, soft or cvt", (int)c->family);
 }
 
 /* ---- the public model API ---- */
@@ -204,6 +207,7 @@ sf_model *sf_model_build(const sf_model_cfg *cfg, sf_params *ps) {
     case SF_FAMILY_VIT: rc = vit_build(m, ps); break;
     case SF_FAMILY_XCIT: rc = xcit_build(m, ps); break;
     case SF_FAMILY_SOFT: rc = soft_build(m, ps); break;
+    case SF_FAMILY_CVT: rc = mdl_cvt_family.build(m, ps); break;
     }
     if (rc) {
         sf_model_free(m);
@@ -223,6 +227,7 @@ void sf_model_free(sf_model *m) {
     case SF_FAMILY_VIT: vit_free(m); break;
     case SF_FAMILY_XCIT: xcit_free(m); break;
     case SF_FAMILY_SOFT: soft_free(m); break;
+    case SF_FAMILY_CVT: mdl_cvt_family.free(m); break;
     }
     free(m->viz_q);
     free(m->viz_k);
@@ -250,6 +255,7 @@ sf_tensor *sf_model_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     case SF_FAMILY_SOFT:
         SF_ASSERT(S % 32 == 0, "SOFT images %s: side not a multiple of 32", sf_shape_str(images, b, sizeof b));
         return soft_forward(g, m, images);
+    case SF_FAMILY_CVT: return mdl_cvt_family.forward(g, m, images);
     }
     SF_ASSERT(0, "family %d", (int)c->family);
     return NULL;
@@ -260,7 +266,8 @@ const sf_model_cfg *sf_model_config(const sf_model *m) { return &m->cfg; }
 void sf_model_set_sima_order(sf_model *m, sf_sima_order order) { m->cfg.sima_order = order; }
 
 static int model_has_sima(const sf_model_cfg *c) {
-    if (c->family == SF_FAMILY_SOFT) return 0;
+    /* no token-norm record in CvT: its queries and keys live on different grids */
+    if (c->family == SF_FAMILY_SOFT || c->family == SF_FAMILY_CVT) return 0;
     for (int i = 0; i < c->depth; i++)
         if (mdl_block_attn(c, i) == SF_ATTN_SIMA) return 1;
     return 0;

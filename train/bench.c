@@ -144,8 +144,9 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
     const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
     /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
-    int width = mc->family == SF_FAMILY_SOFT ? mc->embed_dims[0] : mc->embed_dim;
-    int tokens = mc->family == SF_FAMILY_SOFT ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
+    const int staged = mc->family == SF_FAMILY_SOFT || mc->family == SF_FAMILY_CVT;
+    int width = staged ? mc->embed_dims[0] : mc->embed_dim;
+    int tokens = staged ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
     int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
     double peak = sgemm_gflops(B * tokens, hidden, width);
     const char *core = getenv("OPENBLAS_CORETYPE");

@@ -15,10 +15,12 @@ int sf_config_validate(const sf_config *cfg) {
 #define FAIL(key, fmt, ...) (bad = 1, sf_error("%s: %s: " fmt, file, key, ##__VA_ARGS__))
     if (m->in_chans != 1 && m->in_chans != 3) FAIL("model.in_chans", "must be 1 or 3, got %d", m->in_chans);
     int blocks = m->depth;
-    if (m->family == SF_FAMILY_SOFT) {
+    if (m->family == SF_FAMILY_SOFT || m->family == SF_FAMILY_CVT) {
         blocks = 0;
-        if (m->num_stages < 1 || m->num_stages > 4)
+        if (m->family == SF_FAMILY_SOFT && (m->num_stages < 1 || m->num_stages > 4))
             FAIL("model.num_stages", "SOFT needs 1 to 4 stages, got %d", m->num_stages);
+        if (m->family == SF_FAMILY_CVT && m->num_stages != 3)
+            FAIL("model.num_stages", "CvT has 3 stages, got %d", m->num_stages);
         for (int s = 0; s < m->num_stages && s < 4; s++) {
             if (m->embed_dims[s] <= 0 || m->depths[s] <= 0 || m->stage_heads[s] <= 0) {
                 FAIL("model.depths", "model.embed_dims, model.depths and model.stage_heads need %d values "
@@ -36,7 +38,7 @@ int sf_config_validate(const sf_config *cfg) {
                      "than model.num_stages %d", m->num_stages);
                 break;
             }
-        if (m->img_size % 32 != 0)
+        if (m->family == SF_FAMILY_SOFT && m->img_size % 32 != 0)
             FAIL("model.img_size", "SOFT downsamples by 32: %d is not a multiple of 32", m->img_size);
     } else {
         if (m->embed_dim % m->num_heads != 0)
@@ -54,7 +56,7 @@ int sf_config_validate(const sf_config *cfg) {
         FAIL("model.attn_norm", "soft takes none (SOFT) or symmetric (SOFT++)");
     if (m->attn == SF_ATTN_SOFT && m->family != SF_FAMILY_SOFT)
         FAIL("model.attn", "soft attention needs a SOFT model (model.name soft_*)");
-    if (m->family == SF_FAMILY_SOFT && (m->attn == SF_ATTN_XCA))
+    if ((m->family == SF_FAMILY_SOFT || m->family == SF_FAMILY_CVT) && (m->attn == SF_ATTN_XCA))
         FAIL("model.attn", "xca needs an XCiT model");
     const sf_aug_cfg *a = &cfg->aug;
     if (a->scale_min > a->scale_max)

@@ -1,5 +1,5 @@
 /* model.h — model configuration, builders and the forward pass for every family:
- * DeiT/ViT, XCiT, SOFT pyramids (models/), with attention kinds msa, xca, sima, soft.
+ * DeiT/ViT, XCiT, SOFT pyramids, CvT (models/), with attention kinds msa, xca, sima, soft.
  * Parameter names are the official/timm state_dict keys (docs/models.md).
  */
 #ifndef SFVIT_MODEL_H
@@ -7,26 +7,26 @@
 
 #include "sfvit/ops.h"
 
-typedef enum sf_family { SF_FAMILY_VIT = 0, SF_FAMILY_XCIT, SF_FAMILY_SOFT } sf_family;
+typedef enum sf_family { SF_FAMILY_VIT = 0, SF_FAMILY_XCIT, SF_FAMILY_SOFT, SF_FAMILY_CVT } sf_family;
 typedef enum sf_attn_kind { SF_ATTN_MSA = 0, SF_ATTN_XCA, SF_ATTN_SIMA, SF_ATTN_SOFT } sf_attn_kind;
 typedef enum sf_attn_norm {
     SF_NORM_L1 = 0, SF_NORM_L2, SF_NORM_NONE, /* sima */
     SF_NORM_SYMMETRIC                         /* soft (SOFT++); SOFT uses SF_NORM_NONE */
 } sf_attn_norm;
-typedef enum sf_act { SF_ACT_GELU = 0, SF_ACT_RELU } sf_act;
+typedef enum sf_act { SF_ACT_GELU = 0, SF_ACT_RELU, SF_ACT_QUICK_GELU } sf_act;
 typedef enum sf_global_pool { SF_POOL_TOKEN = 0, SF_POOL_AVG } sf_global_pool;
 
 #define SF_MAX_BLOCKS 64
 
 typedef struct sf_model_cfg {
-    char name[64];            /* deit_small, xcit_small_12_p16, soft_tiny, ... or "" (custom vit) */
+    char name[64];            /* deit_small, xcit_small_12_p16, soft_tiny, cvt_13, ... or "" (custom vit) */
     sf_family family;
     int img_size, in_chans, num_classes;
     /* ViT / XCiT */
     int patch_size, embed_dim, depth, num_heads;
     float mlp_ratio;
-    /* SOFT (per stage) */
-    int num_stages;           /* 4 */
+    /* SOFT and CvT (per stage) */
+    int num_stages;           /* SOFT 4, CvT 3 */
     int embed_dims[4], depths[4], stage_heads[4];
     int nr_iters;             /* Newton–Raphson iterations (20) */
     int nr_init;              /* sf_nr_init */
