@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The golden models (tests/golden/models: DeiT/ViT MSA and SimA l1/l2/none, XCiT SimA and XCA,
-# SOFT and SOFT++) through `sfvit dump` in train.precision=bf16_emulated, against the same
+# SOFT and SOFT++, CvT) through `sfvit dump` in train.precision=bf16_emulated, against the same
 # PyTorch float64 outputs as the fp32 test (test_golden_dump.sh), with bf16 tolerances:
 #   logits and loss: max |got - want| / max |want| <= 2^-5 (8u, u = 2^-8 the unit roundoff of
 #     bf16's 8-bit significand; measured at most 1.1e-2 = 2.8u over the cases, AMD EPYC Zen 3);
@@ -8,7 +8,8 @@
 #     first layers pass back through every rounded product, and a gradient whose entries
 #     cancel (a bias, a norm scale) can lose most of its relative accuracy: measured at most
 #     0.37 (vit_sima_l2_1head_relu, blocks.0.mlp.fc1.bias). This catches a missing or wrong
-#     term, not bf16's own noise; the per-op bounds are in test_bf16.
+#     term, not bf16's own noise; the per-op bounds are in test_bf16. A gradient that is zero by
+#     construction (CvT's key biases) must stay below 2^-5 of the largest expected gradient.
 # And the rounding must be in effect: each bf16 output must differ from the fp32 dump of the
 # same case (the comparison with a 1e-7 tolerance must fail).
 # Usage: test_bf16_golden.sh SFVIT_BINARY SOURCE_ROOT
