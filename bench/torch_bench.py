@@ -9,12 +9,14 @@ in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the 
 
 Usage: /usr/bin/python3 bench/torch_bench.py MODEL [--batch 8] [--steps 5] [--warmup 2]
        [--threads 2] [--no-infer]
-MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny.
+MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny,
+       cvt_13 (softmax, QuickGELU, BatchNorm in training mode as sfvit's training step).
 Prints, like `sfvit bench`: train_img_per_s X, infer_img_per_s Y, and
 train_peak_rss_mib Z (process peak resident set after the training steps) with
 base_rss_mib W (resident set once torch and the data are loaded, before the model).
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -55,6 +57,9 @@ def build(name):
     if name == "soft_tiny":
         return golden.SOFT(224, 3, 1000, (64, 128, 320, 512), (1, 2, 3, 2), (2, 4, 10, 16), False, 20, 4.0,
                            "gelu"), 224, 3, 1000
+    if name == "cvt_13":  # configs/cvt_13.yaml
+        return golden.CvT(3, 1000, (64, 192, 384), (1, 2, 10), (1, 3, 6), ["msa"] * 13, "l1", 4.0,
+                          "quick_gelu"), 224, 3, 1000
     raise SystemExit(f"torch_bench: unknown model {name}")
 
 
@@ -80,7 +85,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("SFVIT_THREADS", "2")))
     ap.add_argument("--no-infer", action="store_true")
+    ap.add_argument("--bf16", action="store_true",
+                    help="forward and loss under torch.cpu.amp.autocast(dtype=torch.bfloat16)")
     a = ap.parse_args()
+    # bf16 autocast: PyTorch's own mixed precision on CPU (oneDNN bf16 kernels where the CPU
+    # has them); master weights and the optimizer stay fp32 as in sfvit's train.precision.
+    amp = (lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
+    if a.bf16:
+        # PyTorch 1.13's CPU autocast hands LayerNorm a bf16 input next to its fp32 weight and
+        # fails ("expected scalar type BFloat16 but found Float"); normalize in fp32 as its CUDA
+        # autocast does (and as sfvit does in every precision).
+        ln_forward = torch.nn.LayerNorm.forward
+        torch.nn.LayerNorm.forward = lambda self, x: ln_forward(self, x.float())
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     base = rss_mib()
@@ -93,7 +109,8 @@ def main():
     for s in range(-a.warmup, a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with amp():
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         if s >= 0:
@@ -107,7 +124,8 @@ def main():
         with torch.no_grad():
             for s in range(-a.warmup, a.steps):
                 t0 = time.perf_counter()
-                model(x)
+                with amp():
+                    model(x)
                 if s >= 0:
                     times.append(time.perf_counter() - t0)
         infer = median(times)

@@ -12,6 +12,7 @@
 
 #include "sfvit/optim.h"
 #include "cli.h"
+#include "sfvit/precision.h"
 
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
 static double proc_status_mib(const char *field) {
@@ -59,11 +60,30 @@ static double sgemm_gflops(int M, int N, int K) {
     return 2.0 * M * N * K / median(t, 7) * 1e-9;
 }
 
+/* The same for bf16 operands through oneDNN (only where sf_dnnl_bf16_native). */
+static double bf16_gflops(int M, int N, int K) {
+    uint16_t *a = sf_aligned_alloc((size_t)M * K * sizeof *a), *b = sf_aligned_alloc((size_t)K * N * sizeof *b);
+    float *c = sf_aligned_alloc((size_t)M * N * sizeof(float));
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = sf_bf16_from_f32((float)(i % 7) * 0.1f);
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = sf_bf16_from_f32((float)(i % 5) * 0.1f);
+    double t[7];
+    for (int r = 0; r < 8; r++) {
+        double t0 = sf_now();
+        sf_dnnl_gemm_bf16(0, 1, M, N, K, 1.0f, a, b, 0.0f, c);
+        if (r > 0) t[r - 1] = sf_now() - t0;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return 2.0 * M * N * K / median(t, 7) * 1e-9;
+}
+
 /* What one bench run measured (medians over the timed steps, seconds). */
 typedef struct bench_result {
     double forward, backward, optimizer, inference;
     size_t arena_peak;  /* bytes of activations at a training step's peak */
     double train_rss;   /* MiB, process peak after the training steps */
+    long prims_warmup, prims_total, dnnl_runs; /* oneDNN primitives created, products run */
 } bench_result;
 
 /* Timed training steps then inference batches of model m on the random batch (x, labels). */
@@ -74,11 +94,13 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     double *tf = sf_calloc((size_t)steps, sizeof(double)), *tb = sf_calloc((size_t)steps, sizeof(double));
     double *to = sf_calloc((size_t)steps, sizeof(double)), *ti = sf_calloc((size_t)steps, sizeof(double));
     for (int s = -warmup; s < steps; s++) {
+        if (s == 0) sf_dnnl_stats(&r->prims_warmup, NULL);
         g.training = 1;
         g.grad_enabled = 1;
         sf_params_zero_grad(ps);
         sf_profile_mark();
         double t0 = sf_now();
+        sf_precision_weights_refresh(ps);
         sf_tensor *logits = sf_model_forward(&g, m, x);
         sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg->aug.smoothing);
         double t1 = sf_now();
@@ -91,6 +113,8 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     }
     r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = proc_status_mib("VmHWM");
+    sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
+    sf_bf16_weights_clear();
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
         g.grad_enabled = 0;
@@ -120,8 +144,9 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
     const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
     /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
-    int width = mc->family == SF_FAMILY_SOFT ? mc->embed_dims[0] : mc->embed_dim;
-    int tokens = mc->family == SF_FAMILY_SOFT ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
+    const int staged = mc->family == SF_FAMILY_SOFT || mc->family == SF_FAMILY_CVT;
+    int width = staged ? mc->embed_dims[0] : mc->embed_dim;
+    int tokens = staged ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
     int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
     double peak = sgemm_gflops(B * tokens, hidden, width);
     const char *core = getenv("OPENBLAS_CORETYPE");
@@ -139,6 +164,16 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
            B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
     printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
            r->arena_peak / 1048576.0, param_floats * 4.0 / 1048576.0);
+    if (r->dnnl_runs > 0)
+        printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run)\n",
+               r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
+    /* bf16 products: the rate of the largest product with bf16 operands, where native. */
+    const char *why = NULL;
+    double bf16_peak = sf_dnnl_bf16_native(&why) ? bf16_gflops(B * tokens, hidden, width) : 0.0;
+    if (bf16_peak > 0)
+        printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s\n", B * tokens, hidden, width, bf16_peak);
+    else
+        printf("  bf16 product ceiling: no native bf16 (%s)\n", why);
     sf_profile_report(stdout, sf_op_name);
     printf("train_img_per_s %.2f\n", B / train);
     printf("infer_img_per_s %.2f\n", infer ? B / inf : 0.0);
@@ -147,6 +182,8 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     printf("train_gflop_per_img %.3f\n", 3.0 * 2.0 * macs * 1e-9);
     printf("infer_gflop_per_img %.3f\n", 2.0 * macs * 1e-9);
     printf("sgemm_peak_gflops %.1f\n", peak);
+    printf("bf16_peak_gflops %.1f\n", bf16_peak);
+    printf("precision %s\n", sf_precision_name(sf_precision_get()));
     printf("base_rss_mib %.1f\n", base_rss);
 }
 
@@ -166,6 +203,7 @@ int sf_cmd_bench(int argc, char **argv) {
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     const int threads = sf_threads_init(cfg.train.threads);
+    if (sf_precision_setup(&cfg, 1) != 0) return 1;
     const double base_rss = proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
     const int B = cfg.train.batch_size;

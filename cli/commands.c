@@ -111,6 +111,7 @@ int sf_cmd_eval(int argc, char **argv) {
     if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
     if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
     sf_threads_init(cfg.train.threads);
+    if (sf_precision_setup(&cfg, 1) != 0) return 1;
     return evaluate_checkpoint(&cfg, ckpt);
 }
 
@@ -152,6 +153,9 @@ int sf_cmd_info(int argc, char **argv) {
     }
     if (rc != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_model_info(&cfg.model, stdout);
+    char kernels[512];
+    sf_kernels_describe(kernels, sizeof kernels);
+    printf("precision: %s   kernels: %s\n", cfg.train.precision, kernels);
     return 0;
 }
 

@@ -93,6 +93,7 @@ int sf_cmd_dump(int argc, char **argv) {
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_threads_init(cfg.train.threads);
+    if (sf_precision_setup(&cfg, 0) != 0) return 1;
 
     int status = 1, B;
     sf_params ps;

@@ -143,7 +143,10 @@ int sf_cmd_viz(int argc, char **argv) {
     qn = sf_malloc((size_t)gh * gw * sizeof(float));
     kn = sf_malloc((size_t)gh * gw * sizeof(float));
     if (sf_model_sima_token_norms(m, qn, kn, &gh, &gw) != 0) {
-        sf_error("viz: the model has no SimA block to visualize");
+        if (cfg.model.family == SF_FAMILY_CVT)
+            sf_error("viz: CvT has no token-norm heat map (its queries and keys live on different grids)");
+        else
+            sf_error("viz: the model has no SimA block to visualize");
         goto done;
     }
     normalize01(qn, gh * gw);

@@ -21,10 +21,12 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* timm `add_weight_decay`: no decay iff 1-D, *.bias, or in model.no_weight_decay()
- * (DeiT {pos_embed, cls_token}; XCiT {pos_embed, cls_token, dist_token}; SOFT {cls_token}). */
+ * (DeiT {pos_embed, cls_token}; XCiT {pos_embed, cls_token, dist_token}; SOFT {cls_token};
+ * CvT {stage<i>.pos_embed, stage<i>.cls_token}). */
 static int official_decay(sf_family fam, const char *name, int ndim) {
     if (ndim <= 1 || ends_with(name, ".bias")) return 0;
     if (!strcmp(name, "cls_token")) return 0;
+    if (fam == SF_FAMILY_CVT && ends_with(name, ".cls_token")) return 0;
     if (fam != SF_FAMILY_SOFT && !strcmp(name, "pos_embed")) return 0;
     return 1;
 }
@@ -149,6 +151,7 @@ static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
     switch (act) {
     case SF_ACT_GELU: return sf_gelu(g, x);
     case SF_ACT_RELU: return sf_relu(g, x);
+    case SF_ACT_QUICK_GELU: return sf_quick_gelu(g, x);
     case SF_ACT_COUNT: break;
     }
     SF_ASSERT(0, "activation %d", (int)act);
@@ -219,7 +222,8 @@ static void msa_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
     snprintf(out->note, sizeof out->note, "msa");
 }
 
-const mdl_attn_def mdl_attn_msa = {.hosts = 1u << SF_FAMILY_VIT, .mix = msa_mix, .cost = msa_cost};
+/* CvT's attention is its own block (cvt.c), with msa or sima mixing on q, k of different grids */
+const mdl_attn_def mdl_attn_msa = {.hosts = 1u << SF_FAMILY_VIT | 1u << SF_FAMILY_CVT, .mix = msa_mix, .cost = msa_cost};
 
 static sf_tensor *xca_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
     (void)m;
@@ -254,7 +258,7 @@ static void sima_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
 }
 
 const mdl_attn_def mdl_attn_sima = {
-    .hosts = 1u << SF_FAMILY_VIT | 1u << SF_FAMILY_XCIT,
+    .hosts = 1u << SF_FAMILY_VIT | 1u << SF_FAMILY_XCIT | 1u << SF_FAMILY_CVT,
     .norms = 1u << SF_NORM_L1 | 1u << SF_NORM_L2 | 1u << SF_NORM_NONE,
     .mix = sima_mix, .cost = sima_cost,
 };

@@ -1,6 +1,7 @@
 /* info.c — `sfvit info`: the table of blocks with per-image input/output shapes, parameters,
  * MACs (docs/models.md conventions: Linear/Conv/matmul multiply-accumulates only), exp() and GELU
- * counts, per-part sums and totals, and the SimA order each SimA block resolves to.
+ * counts, per-part sums and totals, and the SimA order each SimA block resolves to. CvT's rows
+ * come from its family table (models/cvt.c).
  *
  * Parameters are counted by registering the model on a throwaway parameter store (names and
  * shapes exactly as the real build, no allocation); MACs and counters come from the reference
@@ -142,7 +143,7 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
     if (mdl_attn_defs[c->attn]->norms) fprintf(f, " (%s)", sf_attn_norm_names[c->attn_norm]);
     fprintf(f, ", img %d, in_chans %d, classes %d\n", c->img_size, c->in_chans, c->num_classes);
     fprintf(f, "%-20s %-16s %-16s %12s %11s  %s\n", "layer", "input", "output", "params", "MMACs", "note");
-    double macs = 0, nr = 0, sexp = 0, kexp = 0, erf = 0, tanh_ = 0;
+    double macs = 0, nr = 0, sexp = 0, kexp = 0, erf = 0, tanh_ = 0, sigm = 0;
     for (int i = 0; i < t.n; i++) {
         const mdl_info_row *r = &t.rows[i];
         fprintf(f, "%-20s %-16s %-16s %12s %11.2f  %s\n", r->name, r->in, r->out,
@@ -153,6 +154,7 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
         kexp += r->kernel_exp;
         erf += r->gelu_erf;
         tanh_ += r->gelu_tanh;
+        sigm += r->gelu_sigmoid;
     }
     fprintf(f, "per part:\n");
     for (int i = 0; i < t.n; i++) {
@@ -172,8 +174,13 @@ void sf_model_info(const sf_model_cfg *c, FILE *f) {
     if (nr > 0) fprintf(f, " + Newton-Raphson %s (%.3f G)", commas(b3, nr), nr / 1e9);
     fputc('\n', f);
     fprintf(f, "exp() per image:          softmax %s, SOFT kernel %s\n", commas(b1, sexp), commas(b2, kexp));
-    fprintf(f, "GELU per image:           erf %s, tanh %s\n", commas(b1, erf), commas(b2, tanh_));
-    if (t.sima_used != SF_SIMA_AUTO)
+    fprintf(f, "GELU per image:           erf %s, tanh %s", commas(b1, erf), commas(b2, tanh_));
+    if (sigm > 0) fprintf(f, ", QuickGELU sigmoid %s (one exp each)", commas(b3, sigm));
+    fputc('\n', f);
+    if (t.sima_used != SF_SIMA_AUTO && t.sima_Nk)
+        fprintf(f, "SimA order:               %s (last block: Nq=%d, Nk=%d, D=%d; sima_order=%s)\n",
+                sf_sima_order_names[t.sima_used], t.sima_N, t.sima_Nk, t.sima_D, sf_sima_order_names[c->sima_order]);
+    else if (t.sima_used != SF_SIMA_AUTO)
         fprintf(f, "SimA order:               %s (N=%d, D=%d; sima_order=%s)\n", sf_sima_order_names[t.sima_used],
                 t.sima_N, t.sima_D, sf_sima_order_names[c->sima_order]);
     else

@@ -87,7 +87,9 @@ static const int d_huge[4] = {64, 128, 352, 512}, h_huge[4] = {2, 4, 11, 16};
     X(soft_small_repo, soft_defaults(c, d_std, h_std, (int[]){1, 3, 20, 4}))  \
     X(soft_medium, soft_defaults(c, d_med, h_med, (int[]){1, 3, 29, 5}))      \
     X(soft_large, soft_defaults(c, d_std, h_std, (int[]){1, 3, 40, 5}))       \
-    X(soft_huge, soft_defaults(c, d_huge, h_huge, (int[]){1, 5, 49, 5}))
+    X(soft_huge, soft_defaults(c, d_huge, h_huge, (int[]){1, 5, 49, 5}))       \
+    X(cvt_13, mdl_cvt_defaults(c, "cvt_13"))                                  \
+    X(cvt_21, mdl_cvt_defaults(c, "cvt_21"))
 
 #define PRESET_FN(name, call) static void preset_##name(sf_model_cfg *c) { call; }
 PRESETS(PRESET_FN)
@@ -193,8 +195,12 @@ int mdl_check_tokens(const sf_model_cfg *c, const char *where) {
     if (c->patch_size < 1 || c->img_size % c->patch_size)
         return mdl_bad(where, "model.img_size %d must be a multiple of model.patch_size %d", c->img_size,
                        c->patch_size);
-    if (c->n_block_attn != 0 && c->n_block_attn != c->depth)
-        return mdl_bad(where, "model.block_attn: %d kinds given for %d blocks", c->n_block_attn, c->depth);
+    return mdl_check_block_kinds(c, c->depth, where);
+}
+
+int mdl_check_block_kinds(const sf_model_cfg *c, int blocks, const char *where) {
+    if (c->n_block_attn != 0 && c->n_block_attn != blocks)
+        return mdl_bad(where, "model.block_attn: %d kinds given for %d blocks", c->n_block_attn, blocks);
     for (int i = 0; i < c->n_block_attn; i++)
         if (check_kind(c, c->block_attn[i], i, where)) return -1;
     return 0;

@@ -34,10 +34,11 @@ typedef struct mdl_attn {
     int viz_skip;               /* leading tokens excluded from the record (1 = cls) */
 } mdl_attn;
 
+
 /* ---- the model ---- */
 struct sf_model {
     sf_model_cfg cfg;
-    void *family;               /* vit_model / xcit_model / soft_model (family files) */
+    void *family;               /* vit_model / xcit_model / soft_model / cvt_model (family files) */
     /* SimA token norms of the last SimA block, batch element 0 (sfvit viz) */
     float *viz_q, *viz_k;       // (N_patches) each
     int viz_n, viz_h, viz_w, viz_valid;
@@ -92,7 +93,7 @@ typedef struct mdl_info_row {
     char in[40], out[40];
     char note[48];
     size_t params;
-    double macs, nr_macs, softmax_exp, kernel_exp, gelu_erf, gelu_tanh;
+    double macs, nr_macs, softmax_exp, kernel_exp, gelu_erf, gelu_tanh, gelu_sigmoid;
 } mdl_info_row;
 
 typedef struct mdl_info_table {
@@ -100,6 +101,7 @@ typedef struct mdl_info_table {
     int n, cap;
     sf_sima_order sima_used;  // resolved order of the SimA blocks (AUTO if none)
     int sima_N, sima_D;
+    int sima_Nk;              // key/value tokens when they differ from the query tokens (CvT), else 0
 } mdl_info_table;
 
 mdl_info_row *mdl_info_row_add(mdl_info_table *t, const char *part, const char *prefix, const char *name);
@@ -155,8 +157,15 @@ extern const mdl_attn_def *const mdl_attn_defs[SF_ATTN_COUNT];
 /* "<where><message>" as one sf_error; returns -1. */
 int mdl_bad(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The checks shared by the token families (ViT, XCiT): depth, width and heads, patch grid,
- * the per-block kind list's length. */
+ * the per-block kinds. */
 int mdl_check_tokens(const sf_model_cfg *c, const char *where);
+/* model.block_attn of a model with `blocks` blocks: empty or one kind per block, each taken by
+ * the family with the config's norm (the kind table). */
+int mdl_check_block_kinds(const sf_model_cfg *c, int blocks, const char *where);
+
+/* CvT's presets (cvt_13, cvt_21; models/kinds.c): its sizes on the common defaults. 0, or -1
+ * for another name. */
+int mdl_cvt_defaults(sf_model_cfg *c, const char *name);
 
 /* XCiT's 64 Fourier position features of an Hp x Wp grid: out (64, Hp, Wp). */
 void mdl_xcit_fourier(float *out, int Hp, int Wp);

@@ -243,6 +243,7 @@ static const char *act(graph *g, sf_act a, const char *x) {
     switch (a) {  // no default: a new activation is a -Wswitch warning until it has a case
     case SF_ACT_GELU: return gelu(g, x);
     case SF_ACT_RELU: return OP(g, "Relu", x);
+    case SF_ACT_QUICK_GELU:  // refused before the graph is built (sf_model_export_onnx)
     case SF_ACT_COUNT: break;
     }
     SF_ASSERT(0, "activation %d", (int)a);
@@ -635,6 +636,8 @@ static void value_info(sf_pb *out, int field, const char *name, int ndim, const 
 }
 
 int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path, sf_onnx_stats *st) {
+    if (c->family == SF_FAMILY_CVT) return sf_error("%s: CvT models have no ONNX form yet", path);
+    if (c->act == SF_ACT_QUICK_GELU) return sf_error("%s: model.act quick_gelu has no ONNX form yet", path);
     const char *why = c->family == SF_FAMILY_SOFT ? soft_unsupported(c, ps) : NULL;
     if (why) return sf_error("%s: this SOFT model has no ONNX form yet: %s", path, why);
     graph g = {.ps = ps};

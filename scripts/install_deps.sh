@@ -5,6 +5,7 @@ set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libpng-dev zlib1g-dev
       libjpeg62-turbo-dev libyaml-dev libcjson-dev dataset-fashion-mnist
       libopenmpi-dev openmpi-bin
+      libdnnl-dev  # oneDNN: bf16 products (train.precision: bf16), SFVIT_GEMM=onednn
       python3-yaml)  # python3-yaml: tests/test_config_yaml.sh reads the resolved config with PyYAML
 pkgs+=("$@")
 missing=()

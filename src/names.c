@@ -56,6 +56,7 @@ static const struct {
 
 const char *sf_names_family(sf_params *ps) {
     if (sf_params_find(ps, "patch_embed1.proj.0.weight")) return "SOFT";
+    if (sf_params_find(ps, "stage0.patch_embed.proj.weight")) return "CvT";
     if (sf_params_find(ps, "pos_embeder.token_projection.weight"))
         return sf_params_find(ps, "blocks.0.attn.temperature") || !sf_params_find(ps, "blocks.0.attn.qkv.weight")
                    ? "XCiT"

@@ -230,6 +230,42 @@ static void test_soft_custom(void) {
     expect_invalid("soft_norm", &bad, "model.attn_norm");
 }
 
+/* A small CvT from its keys: three per-stage lists, QuickGELU, SimA; then the checks. */
+static void test_cvt_custom(void) {
+    const char *p = put("cvt.yaml",
+                        "model:\n"
+                        "  name: cvt_13\n"
+                        "  img_size: 28\n"
+                        "  in_chans: 1\n"
+                        "  embed_dims: [16, 32, 48]\n"
+                        "  depths: [1, 1, 2]\n"
+                        "  num_heads: [1, 2, 3]\n"
+                        "  attn: sima\n"
+                        "  act: quick_gelu\n"
+                        "  block_attn: [msa, sima, sima, msa]\n");
+    sf_config c;
+    CHECK(sf_config_load(&c, p, 0, NULL) == 0, "custom CvT loads");
+    CHECK(c.model.family == SF_FAMILY_CVT && c.model.num_stages == 3 && c.model.embed_dims[2] == 48 &&
+              c.model.embed_dims[3] == 0 && c.model.stage_heads[1] == 2 && c.model.act == SF_ACT_QUICK_GELU &&
+              c.model.n_block_attn == 4,
+          "CvT lists");
+    CHECK(sf_config_validate(&c) == 0, "custom CvT validates");
+    round_trip("cvt", &c);
+    sf_config bad = c;
+    bad.model.stage_heads[2] = 5;
+    expect_invalid("cvt_heads", &bad, "model.embed_dims");
+    bad = c;
+    bad.model.num_stages = 4;
+    expect_invalid("cvt_stages", &bad, "model.num_stages");
+    bad = c;
+    bad.model.n_block_attn = 3;
+    expect_invalid("cvt_block_attn", &bad, "model.block_attn");
+    bad = c;
+    bad.model.attn = SF_ATTN_XCA;
+    expect_invalid("cvt_xca", &bad, "model.attn");
+    CHECK(sf_config_set(&c, "model.act", "quick_gelu", NULL) == 0 && c.model.act == SF_ACT_QUICK_GELU, "act quick_gelu");
+}
+
 static void test_errors(void) {
     expect_error("unknown_key.yaml", "optim:\n  lr: 1.0\n  betas: 0.9\n", 0, NULL, "unknown_key.yaml:3:", "optim.betas",
                  "did you mean optim.beta");
@@ -464,6 +500,7 @@ int main(void) {
     test_defaults();
     test_load();
     test_soft_custom();
+    test_cvt_custom();
     test_errors();
     test_validate();
     test_output();

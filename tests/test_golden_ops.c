@@ -118,6 +118,7 @@ static sf_tensor *run_mul_broadcast(golden_case *c) {
 static sf_tensor *run_scale(golden_case *c) { return sf_scale(c->g, input(c, "x"), meta_float(c, "s")); }
 static sf_tensor *run_gelu(golden_case *c) { return sf_gelu(c->g, input(c, "x")); }
 static sf_tensor *run_gelu_tanh(golden_case *c) { return sf_gelu_tanh(c->g, input(c, "x")); }
+static sf_tensor *run_quick_gelu(golden_case *c) { return sf_quick_gelu(c->g, input(c, "x")); }
 static sf_tensor *run_relu(golden_case *c) { return sf_relu(c->g, input(c, "x")); }
 static sf_tensor *run_elu1(golden_case *c) { return sf_elu1(c->g, input(c, "x")); }
 static sf_tensor *run_dropout(golden_case *c) { return sf_dropout(c->g, input(c, "x"), meta_float(c, "p")); }

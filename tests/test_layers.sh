@@ -21,7 +21,7 @@ declare -A below=(
 # The external libraries of each layer (meson.build's ext), and the symbols that name them.
 declare -A libs=(
   [engine]="blas zlib cjson omp"
-  [ops]="blas omp"
+  [ops]="blas dnnl threads omp"
   [models]=""
   [data]="png jpeg zlib threads omp"
   [trainer]="yaml mpi omp"
@@ -30,7 +30,7 @@ declare -A libs=(
 declare -A pattern=(
   [blas]='^(cblas_|openblas_)' [zlib]='^(crc32|inflate|deflate|gz|zlib|uncompress|compress)'
   [cjson]='^cJSON_' [png]='^png_' [jpeg]='^jpeg_' [yaml]='^yaml_' [mpi]='^(MPI_|PMPI_|ompi_)'
-  [threads]='^pthread_' [omp]='^(omp_|GOMP_)'
+  [threads]='^pthread_' [omp]='^(omp_|GOMP_)' [dnnl]='^dnnl_'
 )
 lib() { echo "$B/libsfvit_$1.a"; }
 defined() { for l in "$@"; do nm --defined-only "$(lib "$l")" | awk '$2 ~ /^[TDBR]$/ && $3 ~ /^sf_/ {print $3}'; done | sort -u; }

@@ -246,8 +246,12 @@ static void test_scale_and_activations(void) {
         const char *name;
         unary_fn fn;
         int kink; /* non-differentiable at 0: keep samples away from it */
-    } acts[] = {{"gelu", sf_gelu, 0}, {"gelu_tanh", sf_gelu_tanh, 0}, {"relu", sf_relu, 1}, {"elu1", sf_elu1, 0}};
-    for (int k = 0; k < 4; k++) {
+    } acts[] = {{"gelu", sf_gelu, 0},
+                {"gelu_tanh", sf_gelu_tanh, 0},
+                {"relu", sf_relu, 1},
+                {"elu1", sf_elu1, 0},
+                {"quick_gelu", sf_quick_gelu, 0}};
+    for (int k = 0; k < 5; k++) {
         if (acts[k].kink)
             for (size_t i = 0; i < x->numel; i++)
                 if (fabsf(x->data[i]) < 0.05f) x->data[i] = x->data[i] < 0 ? x->data[i] - 0.05f : x->data[i] + 0.05f;
@@ -258,20 +262,24 @@ static void test_scale_and_activations(void) {
 
     sf_ctx g;
     sf_ctx_init(&g, 1 << 20);
-    sf_tensor *y[4];
-    for (int k = 0; k < 4; k++) y[k] = acts[k].fn(&g, x);
-    float rg[105], rt[105], rr[105], re[105];
+    sf_tensor *y[5];
+    for (int k = 0; k < 5; k++) y[k] = acts[k].fn(&g, x);
+    float rg[105], rt[105], rr[105], re[105], rq[105];
     for (int i = 0; i < 105; i++) {
         double v = x->data[i];
         rg[i] = (float)(0.5 * v * (1.0 + erf(v / sqrt(2.0))));
         rt[i] = (float)(0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))));
         rr[i] = (float)(v > 0 ? v : 0.0);
         re[i] = (float)(v > 0 ? v + 1.0 : exp(v)); /* elu(v) + 1 with elu(v) = exp(v) - 1 */
+        rq[i] = (float)(v / (1.0 + exp(-1.702 * v)));   /* x sigmoid(1.702 x) */
     }
     allclose("gelu forward", y[0]->data, rg, 105, 1e-5f, 1e-6f);
     allclose("gelu_tanh forward", y[1]->data, rt, 105, 1e-5f, 1e-6f);
     allclose("relu forward", y[2]->data, rr, 105, 0, 0);
     allclose("elu1 forward", y[3]->data, re, 105, 1e-5f, 1e-6f);
+    allclose("quick_gelu forward", y[4]->data, rq, 105, 1e-5f, 1e-6f);
+    /* QuickGELU is GELU's sigmoid approximation: within 0.021 of it on [-3, 3] (max at |x| ≈ 2.4) */
+    allclose("quick_gelu ~ gelu", y[4]->data, rg, 105, 0, 2.1e-2f);
     /* gelu and its tanh approximation agree to ~1e-3 (a sanity check of the constants). */
     allclose("gelu ~ gelu_tanh", y[1]->data, rg, 105, 0, 2e-3f);
     sf_ctx_free(&g);
@@ -421,7 +429,8 @@ static sf_tensor *build_unary_twice(sf_ctx *g, sf_tensor **in, void *u) {
 
 static void test_write_or_accumulate(void) {
     static const unary_op ops[] = {{"scale", op_scale2}, {"relu", sf_relu},         {"elu1", sf_elu1},
-                                   {"gelu", sf_gelu},    {"gelu_tanh", sf_gelu_tanh}, {"permute", op_permute}};
+                                   {"gelu", sf_gelu},    {"gelu_tanh", sf_gelu_tanh}, {"permute", op_permute},
+                                   {"quick_gelu", sf_quick_gelu}};
     sf_tensor *x = LEAF(1, 3, 5, 4);
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         char name[96];
@@ -561,6 +570,14 @@ static sf_tensor *build_concat(sf_ctx *g, sf_tensor **in, void *u) {
     (void)u;
     return sf_concat_tokens(g, in[0], in[1]);
 }
+/* CvT's cls handling: the cls token split off, the grid tokens transformed, the cls token
+ * concatenated back in front (the two slices overlap nothing and cover every token). */
+static sf_tensor *build_cls_split_concat(sf_ctx *g, sf_tensor **in, void *u) {
+    (void)u;
+    const int N = in[0]->shape[1];
+    sf_tensor *cls = sf_slice_tokens(g, in[0], 0, 1), *grid = sf_slice_tokens(g, in[0], 1, N - 1);
+    return sf_concat_tokens(g, sf_scale(g, cls, -0.5f), sf_gelu(g, grid));
+}
 static sf_tensor *build_mean_tokens(sf_ctx *g, sf_tensor **in, void *u) {
     (void)u;
     return sf_mean_tokens(g, in[0]);
@@ -585,6 +602,8 @@ static void test_tokens(void) {
         sf_ctx_free(&g);
     }
 
+    gradcheck("slice_tokens + concat_tokens: cls split off and put back (3,7,5)", build_cls_split_concat, NULL,
+              &x, 1, (gc_opts){0});
     gradcheck("mean_tokens (3,7,5)", build_mean_tokens, NULL, &x, 1, (gc_opts){0});
     sf_ctx g;
     sf_ctx_init(&g, 1 << 20);

@@ -160,6 +160,9 @@ static void test_conv(void) {
         {"depthwise 3x3 s1 p0", 2, 3, 6, 7, 3, 3, 1, 0, 3, 1},
         {"depthwise 3x3 s1 p1 on a 1x1 grid", 2, 5, 1, 1, 5, 3, 1, 1, 5, 1},
         {"depthwise 3x3 s1 p1 on a 2x3 grid", 3, 4, 2, 3, 4, 3, 1, 1, 4, 0},
+        /* CvT's key/value projection: stride 2, no bias, on odd and tiny token grids */
+        {"depthwise 3x3 s2 p1 no bias, 7x7 grid (CvT k/v)", 2, 6, 7, 7, 6, 3, 2, 1, 6, 0},
+        {"depthwise 3x3 s2 p1 no bias, 2x2 grid -> 1x1", 3, 4, 2, 2, 4, 3, 2, 1, 4, 0},
     };
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         sf_conv2d_set_direct(1);

@@ -47,6 +47,9 @@ for c in xcit_xca_lpi soft; do
   check "$c.no_counters.pth: says the counters were set to 0" grep -q "num_batches_tracked counters are not in the file; set to 0" <<< "$out"
 done
 dump_case soft "$PTH/soft.official.pth" 'official SOFT layout'
+# CvT as the released checkpoints are saved: a plain state_dict with the official keys,
+# BatchNorm's num_batches_tracked included.
+dump_case cvt_msa "$PTH/cvt_msa.official.pth" 'official CvT layout'
 
 # convert: plain (the file's own names), then for the model (sfvit names + config).
 out=$("$SFVIT" convert "$PTH/xcit_xca_nolpi_p16.timm.pth" -o plain.safetensors 2>&1)

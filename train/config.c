@@ -38,6 +38,8 @@ _Static_assert(sizeof(sf_family) == sizeof(int) && sizeof(sf_attn_kind) == sizeo
 /* The model's enums take their names from the models and ops layers' lists (model.h, ops.h). */
 static const char *const interps[] = {"bilinear", "bicubic", "random", NULL};
 static const char *const decay_masks[] = {"sfvit", "official", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "bf16_emulated", NULL};
+static const char *const precision_fallbacks[] = {"none", "fp32", NULL};
 
 #define OFF(f) offsetof(sf_config, f)
 #define SZ(f) sizeof(((sf_config *)0)->f)
@@ -47,7 +49,7 @@ static const char *const decay_masks[] = {"sfvit", "official", NULL};
 const key_def config_keys[] = {
     /* model */
     {"model.name", K_NAME, OFF(model.name), SZ(model.name), 0, 0, 0, 0, NULL,
-     "named model (deit_tiny, deit_small, xcit_*, soft_*) or \"\" for the custom ViT; sets every model key first"},
+     "named model (deit_tiny, deit_small, xcit_*, soft_*, cvt_13, cvt_21) or \"\" for the custom ViT; sets every model key first"},
     {"model.family", K_ENUM, OFF(model.family), 0, 0, 0, 0, 0, sf_family_names, "architecture family (set by model.name)"},
     {"model.img_size", K_INT, OFF(model.img_size), 0, 0, 0, 1, 8192, NULL, "input side in pixels"},
     {"model.in_chans", K_INT, OFF(model.in_chans), 0, 0, 0, 1, 3, NULL, "input channels (1 or 3)"},
@@ -59,13 +61,13 @@ const key_def config_keys[] = {
      "ViT/XCiT heads; a list sets model.stage_heads (SOFT)"},
     {"model.mlp_ratio", K_FLOAT, OFF(model.mlp_ratio), 0, 0, 0, 0.01, 64, NULL, "MLP hidden width / C"},
     {"model.num_stages", K_INT, OFF(model.num_stages), 0, 0, 0, 0, 4, NULL,
-     "SOFT stages (the lists below give one value per stage)"},
+     "SOFT (4) / CvT (3) stages (the lists below give one value per stage)"},
     {"model.embed_dims", K_INT_LIST, OFF(model.embed_dims), CAP(model.embed_dims, int), L_ZEROPAD, 0, 1, 65536,
-     NULL, "SOFT per-stage widths"},
+     NULL, "SOFT/CvT per-stage widths"},
     {"model.depths", K_INT_LIST, OFF(model.depths), CAP(model.depths, int), L_ZEROPAD, 0, 1, SF_MAX_BLOCKS,
-     NULL, "SOFT per-stage blocks"},
+     NULL, "SOFT/CvT per-stage blocks"},
     {"model.stage_heads", K_INT_LIST, OFF(model.stage_heads), CAP(model.stage_heads, int), L_ZEROPAD, 0, 1,
-     4096, NULL, "SOFT per-stage heads (also settable as a list in model.num_heads)"},
+     4096, NULL, "SOFT/CvT per-stage heads (also settable as a list in model.num_heads)"},
     {"model.nr_iters", K_INT, OFF(model.nr_iters), 0, 0, 0, 1, 1000, NULL, "SOFT Newton-Raphson iterations"},
     {"model.nr_init", K_ENUM, OFF(model.nr_init), 0, 0, 0, 0, 0, sf_nr_init_names, "SOFT Newton-Raphson initialization"},
     {"model.attn", K_ENUM, OFF(model.attn), 0, 0, 0, 0, 0, sf_attn_names, "attention kind of every block"},
@@ -75,12 +77,12 @@ const key_def config_keys[] = {
      "SimA product order (auto: (QK^T)V when N < D)"},
     {"model.block_attn", K_ENUM_LIST, OFF(model.block_attn), SF_MAX_BLOCKS, L_COUNTED, OFF(model.n_block_attn),
      0, 0, sf_attn_names, "per-block attention kinds ([] = model.attn everywhere)"},
-    {"model.act", K_ENUM, OFF(model.act), 0, 0, 0, 0, 0, sf_act_names, "MLP activation"},
+    {"model.act", K_ENUM, OFF(model.act), 0, 0, 0, 0, 0, sf_act_names, "MLP activation (quick_gelu: x·sigmoid(1.702x), CvT's)"},
     {"model.global_pool", K_ENUM, OFF(model.global_pool), 0, 0, 0, 0, 0, sf_pool_names, "ViT classifier input: cls token or mean of patch tokens"},
     {"model.lpi", K_BOOL, OFF(model.lpi), 0, 0, 0, 0, 1, NULL, "XCiT local patch interaction"},
     {"model.layer_scale_init", K_FLOAT, OFF(model.layer_scale_init), 0, 0, 0, 0, 100, NULL, "XCiT layer-scale eta"},
     {"model.cls_attn_layers", K_INT, OFF(model.cls_attn_layers), 0, 0, 0, 0, 64, NULL, "XCiT class-attention layers"},
-    {"model.drop_path_rate", K_FLOAT, OFF(model.drop_path_rate), 0, 0, 0, 0, 0.99, NULL, "stochastic depth rate"},
+    {"model.drop_path_rate", K_FLOAT, OFF(model.drop_path_rate), 0, 0, 0, 0, 0.99, NULL, "stochastic depth rate (CvT: of its last stage)"},
     {"model.drop_rate", K_FLOAT, OFF(model.drop_rate), 0, 0, 0, 0, 0.99, NULL, "dropout rate"},
     {"model.init_from", K_STR, OFF(model.init_from), SZ(model.init_from), 0, 0, 0, 0, NULL,
      "fine-tune from this checkpoint (\"\" = none)"},
@@ -151,6 +153,10 @@ const key_def config_keys[] = {
      "EMA of the weights after every update, evaluated and saved as ema.safetensors (DeiT: 0.99996; 0 = off)"},
     {"train.tensorboard", K_BOOL, OFF(train.tensorboard), 0, 0, 0, 0, 1, NULL,
      "also write the log's scalars as TensorBoard events (events.out.tfevents.*) in the run folder"},
+    {"train.precision", K_SENUM, OFF(train.precision), SZ(train.precision), 0, 0, 0, 0, precisions,
+     "products of linear, attention and conv: fp32, bf16 (native: AVX512_BF16/AMX), bf16_emulated (reference)"},
+    {"train.precision_fallback", K_SENUM, OFF(train.precision_fallback), SZ(train.precision_fallback), 0, 0, 0, 0,
+     precision_fallbacks, "precision bf16 without native bf16: none (error) or fp32 (warning, fp32)"},
 };
 const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
 
@@ -223,6 +229,8 @@ void sf_config_defaults(sf_config *cfg) {
     t->eval_every = 1;
     t->max_train_fraction = 1.0f;
     t->bn_sync = 1;
+    strcpy(t->precision, "fp32");
+    strcpy(t->precision_fallback, "none");
 }
 
 /* ---- values: a scalar or a list of scalars, from YAML or the command line ---- */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "sfvit/checkpoint.h"
+#include "sfvit/precision.h"
 #include "tensorboard.h"
 #include "dist_internal.h"
 #include "sfvit/optim.h"
@@ -139,6 +140,7 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     sf_ctx_init(&g, 0);
     g.grad_enabled = 0;
     g.training = 0;
+    sf_bf16_weights_clear();  // bf16: converted per product here (EMA weights may be swapped in)
     double loss_sum = 0;
     long top1 = 0, top5 = 0, count = 0;
     int k5 = num_classes < 5 ? num_classes : 5, got;
@@ -551,6 +553,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
         threads_wanted = cores / sf_dist_local_world() > 1 ? (int)(cores / sf_dist_local_world()) : 1;
     }
     r->threads = sf_threads_init(threads_wanted);
+    if (!sf_dist_all_ok(sf_precision_setup(&r->cfg, r->rank == 0) == 0)) return SF_TRAIN_ERROR;
     r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
     print_startup(r);
     int ok = run_open_data(r) == 0 && run_build_model(r) == 0;
@@ -690,7 +693,10 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
         r->g.grad_enabled = 1;
         step_rng_begin(&r->g, &r->st.drop_rng, r->rank, r->world);  // MPI: per-rank masks
         es->lr = sf_lr_at(r->base_lr, &c->sched, c->train.epochs, (double)epoch + (double)step / r->steps_per_epoch);
-        if (step % r->accum == 0) sf_params_zero_grad(&r->ps);
+        if (step % r->accum == 0) {
+            sf_params_zero_grad(&r->ps);
+            sf_precision_weights_refresh(&r->ps);  // bf16: this update's weights, converted once
+        }
         float loss;
         long correct;
         int diverged = forward_backward(r, &b, epoch, step, &loss, &correct), stop = g_stop_requested;

@@ -39,6 +39,8 @@ typedef struct sf_train_cfg {
     int bn_sync;              /* under MPI: BatchNorm batch statistics over all ranks (1) or per rank (0) */
     float ema_decay;          /* EMA of the weights per update (DeiT: 0.99996); 0 = off */
     int tensorboard;          /* also write TensorBoard event files in the run folder */
+    char precision[16];       /* products: fp32, bf16, bf16_emulated (train/precision.c) */
+    char precision_fallback[8]; /* none, fp32: what bf16 does without native bf16 */
 } sf_train_cfg;
 
 typedef struct sf_config {

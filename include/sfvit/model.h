@@ -1,5 +1,5 @@
 /* model.h — model configuration, builders and the forward pass for every family:
- * DeiT/ViT, XCiT, SOFT pyramids (models/), with attention kinds msa, xca, sima, soft.
+ * DeiT/ViT, XCiT, SOFT pyramids, CvT (models/), with attention kinds msa, xca, sima, soft.
  * Parameter names are the official/timm state_dict keys (docs/models.md).
  */
 #ifndef SFVIT_MODEL_H
@@ -13,11 +13,11 @@
  * (mdl_family_<name>: check, build, forward, free, info rows), an attention kind a struct
  * (mdl_attn_<name>: where it may be used, which norms it takes, its token mixing and cost).
  * An entry without its struct does not link; docs/architecture.md has the recipes. */
-#define SF_FAMILIES(X) X(VIT, vit) X(XCIT, xcit) X(SOFT, soft)
+#define SF_FAMILIES(X) X(VIT, vit) X(XCIT, xcit) X(SOFT, soft) X(CVT, cvt)
 #define SF_ATTN_KINDS(X) X(MSA, msa) X(XCA, xca) X(SIMA, sima) X(SOFT, soft)
 /* sima: l1 / l2 / none; soft: none (SOFT) / symmetric (SOFT++) */
 #define SF_ATTN_NORMS(X) X(L1, l1) X(L2, l2) X(NONE, none) X(SYMMETRIC, symmetric)
-#define SF_ACTS(X) X(GELU, gelu) X(RELU, relu)
+#define SF_ACTS(X) X(GELU, gelu) X(RELU, relu) X(QUICK_GELU, quick_gelu)  /* quick_gelu: x·sigmoid(1.702 x), CvT */
 #define SF_POOLS(X) X(TOKEN, token) X(AVG, avg)
 
 #define SF_ENUM_ITEM_FAMILY(ID, name) SF_FAMILY_##ID,
@@ -40,14 +40,14 @@ extern const char *const sf_pool_names[SF_POOL_COUNT + 1];
 #define SF_MAX_BLOCKS 64
 
 typedef struct sf_model_cfg {
-    char name[64];            /* deit_small, xcit_small_12_p16, soft_tiny, ... or "" (custom vit) */
+    char name[64];            /* deit_small, xcit_small_12_p16, soft_tiny, cvt_13, ... or "" (custom vit) */
     sf_family family;
     int img_size, in_chans, num_classes;
     /* ViT / XCiT */
     int patch_size, embed_dim, depth, num_heads;
     float mlp_ratio;
-    /* SOFT (per stage) */
-    int num_stages;           /* 4 */
+    /* SOFT and CvT (per stage) */
+    int num_stages;           /* SOFT 4, CvT 3 */
     int embed_dims[4], depths[4], stage_heads[4];
     int nr_iters;             /* Newton–Raphson iterations (20) */
     int nr_init;              /* sf_nr_init */

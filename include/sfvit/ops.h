@@ -22,7 +22,7 @@
     X(LINEAR, linear) X(MATMUL, matmul)                                                                      \
     /* elementwise.c */                                                                                      \
     X(ADD, add) X(ADD_BROADCAST, add_broadcast) X(MUL_BROADCAST, mul_broadcast) X(SCALE, scale)              \
-    X(GELU, gelu) X(GELU_TANH, gelu_tanh) X(RELU, relu) X(ELU1, elu1) X(DROPOUT, dropout)                    \
+    X(GELU, gelu) X(GELU_TANH, gelu_tanh) X(QUICK_GELU, quick_gelu) X(RELU, relu) X(ELU1, elu1) X(DROPOUT, dropout)                    \
     X(DROP_PATH, drop_path)                                                                                  \
     /* shape.c */                                                                                            \
     X(RESHAPE, reshape) X(PERMUTE, permute) X(HEADS_SPLIT, heads_split) X(HEADS_MERGE, heads_merge)          \
@@ -73,6 +73,8 @@ sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
 sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s);
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x);       /* exact (erf) */
 sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x);  /* tanh approximation (SOFT MLP) */
+/* QuickGELU x·sigmoid(1.702 x) (CLIP / CvT's MLP activation). */
+sf_tensor *sf_quick_gelu(sf_ctx *g, sf_tensor *x);
 sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x);
 sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x);       /* elu(x) + 1 (linear attention baseline) */
 /* Element dropout with probability p (identity unless g->training). */

@@ -36,6 +36,16 @@ typedef struct sf_eval_result {
 /* Evaluates a built model on a loader (grad mode off, eval mode). */
 int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r);
 
+/* train.precision (train/precision.c): checks the machine can run it (error naming the
+ * missing instructions, or with train.precision_fallback: fp32 a warning and fp32, written
+ * back into cfg), sets it for every product, and with verbose prints the precision and the
+ * kernels. 0 or -1 (reported). */
+int sf_precision_setup(sf_config *cfg, int verbose);
+/* Weights to bf16 once per step (no-op in fp32): after the update, before the next forward. */
+void sf_precision_weights_refresh(sf_params *ps);
+/* One line: the fp32 product backend and oneDNN's ISA and kernels. */
+void sf_kernels_describe(char *buf, size_t size);
+
 /* The config of a checkpoint: from config_path if given, else from the checkpoint's
  * metadata (written by sfvit train). The _over form applies key=value overrides on top of
  * the stored config. (train/eval.c) */

@@ -319,11 +319,11 @@ sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_
         float *ol = o->data + (size_t)l * Nq * D;       // (Nq, D)
         float *m = mid + (size_t)(rec ? l : sf_thread_slot()) * per;
         if (order == SF_SIMA_QK_FIRST) {
-            sf_gemm(0, 1, Nq, N, D, 1.0f, ql, kl, 0.0f, m); // S = Q K^T   (Nq, N)
-            sf_gemm(0, 0, Nq, D, N, 1.0f, m, vl, 0.0f, ol); // O = S V     (Nq, D)
+            sf_gemm_prec(0, 1, Nq, N, D, 1.0f, ql, kl, 0.0f, m); // S = Q K^T   (Nq, N)
+            sf_gemm_prec(0, 0, Nq, D, N, 1.0f, m, vl, 0.0f, ol); // O = S V     (Nq, D)
         } else {
-            sf_gemm(1, 0, D, D, N, 1.0f, kl, vl, 0.0f, m);  // U = K^T V   (D, D)
-            sf_gemm(0, 0, Nq, D, D, 1.0f, ql, m, 0.0f, ol); // O = Q U     (Nq, D)
+            sf_gemm_prec(1, 0, D, D, N, 1.0f, kl, vl, 0.0f, m);  // U = K^T V   (D, D)
+            sf_gemm_prec(0, 0, Nq, D, D, 1.0f, ql, m, 0.0f, ol); // O = Q U     (Nq, D)
         }
     }
     attn_par_end(par);
@@ -372,20 +372,20 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
         float *dql = dq ? dq + (size_t)l * Nq * D : NULL, *dkl = dk ? dk + (size_t)l * N * D : NULL;
         float *dvl = dv ? dv + (size_t)l * N * D : NULL;
         if (order == SF_SIMA_QK_FIRST) {
-            if (dvl) sf_gemm(1, 0, N, D, Nq, 1.0f, m, gl, bv, dvl);      // dV += S^T G
+            if (dvl) sf_gemm_prec(1, 0, N, D, Nq, 1.0f, m, gl, bv, dvl);      // dV += S^T G
             if (dql || dkl) {
-                sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);       // dS = G V^T
-                if (dql) sf_gemm(0, 0, Nq, D, N, 1.0f, dmid, kl, bq, dql); // dQ += dS K
+                sf_gemm_prec(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);       // dS = G V^T
+                if (dql) sf_gemm_prec(0, 0, Nq, D, N, 1.0f, dmid, kl, bq, dql); // dQ += dS K
                 if (dkl && !broken)
-                    sf_gemm(1, 0, N, D, Nq, 1.0f, dmid, ql, bk, dkl);     // dK += dS^T Q
+                    sf_gemm_prec(1, 0, N, D, Nq, 1.0f, dmid, ql, bk, dkl);     // dK += dS^T Q
             }
         } else {
-            if (dql) sf_gemm(0, 1, Nq, D, D, 1.0f, gl, m, bq, dql);      // dQ += G U^T
+            if (dql) sf_gemm_prec(0, 1, Nq, D, D, 1.0f, gl, m, bq, dql);      // dQ += G U^T
             if (dkl || dvl) {
-                sf_gemm(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);       // dU = Q^T G
+                sf_gemm_prec(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);       // dU = Q^T G
                 if (dkl && !broken)
-                    sf_gemm(0, 1, N, D, D, 1.0f, vl, dmid, bk, dkl);      // dK += V dU^T
-                if (dvl) sf_gemm(0, 0, N, D, D, 1.0f, kl, dmid, bv, dvl); // dV += K dU
+                    sf_gemm_prec(0, 1, N, D, D, 1.0f, vl, dmid, bk, dkl);      // dK += V dU^T
+                if (dvl) sf_gemm_prec(0, 0, N, D, D, 1.0f, kl, dmid, bv, dvl); // dV += K dU
             }
         }
     }
@@ -412,9 +412,9 @@ sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float sca
         const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
         const float *vl = v->data + (size_t)l * N * D;
         float *pl = p + (size_t)(rec ? l : sf_thread_slot()) * per;
-        sf_gemm(0, 1, Nq, N, D, scale, ql, kl, 0.0f, pl);                    // Z = s Q K^T
+        sf_gemm_prec(0, 1, Nq, N, D, scale, ql, kl, 0.0f, pl);                    // Z = s Q K^T
         softmax_rows(pl, Nq, N);                                              // P = softmax(Z)
-        sf_gemm(0, 0, Nq, D, N, 1.0f, pl, vl, 0.0f, o->data + (size_t)l * Nq * D); // O = P V
+        sf_gemm_prec(0, 0, Nq, D, N, 1.0f, pl, vl, 0.0f, o->data + (size_t)l * Nq * D); // O = P V
     }
     attn_par_end(par);
     if (rec) {
@@ -449,12 +449,12 @@ void sf_msa_backward(sf_ctx *g, sf_node *node) {
         const float *vl = v->data + (size_t)l * N * D;
         const float *gl = o->grad + (size_t)l * Nq * D;
         const float *pl = sv->p + (size_t)l * per;
-        if (dv) sf_gemm(1, 0, N, D, Nq, 1.0f, pl, gl, 1.0f, dv + (size_t)l * N * D); // dV += P^T G
+        if (dv) sf_gemm_prec(1, 0, N, D, Nq, 1.0f, pl, gl, 1.0f, dv + (size_t)l * N * D); // dV += P^T G
         if (!dq && !dk) continue;
-        sf_gemm(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dz); // dP = G V^T
+        sf_gemm_prec(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dz); // dP = G V^T
         if (!broken) softmax_rows_backward(dz, pl, Nq, N); // dZ (the teeth skip the Jacobian)
-        if (dq) sf_gemm(0, 0, Nq, D, N, scale, dz, kl, 1.0f, dq + (size_t)l * Nq * D); // dQ += s dZ K
-        if (dk) sf_gemm(1, 0, N, D, Nq, scale, dz, ql, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
+        if (dq) sf_gemm_prec(0, 0, Nq, D, N, scale, dz, kl, 1.0f, dq + (size_t)l * Nq * D); // dQ += s dZ K
+        if (dk) sf_gemm_prec(1, 0, N, D, Nq, scale, dz, ql, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
     }
     attn_par_end(par);
 }
@@ -498,10 +498,10 @@ sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor
         float *qn = sv.qn + snd, *kn = sv.kn + snd, *cm = sv.cm + sdd, *p = sv.p + sdd;
         colnorm_forward(qn, sv.sq + (size_t)s * D, q->data + nd, N, D, 2, XCA_EPS);
         colnorm_forward(kn, sv.sk + (size_t)s * D, k->data + nd, N, D, 2, XCA_EPS);
-        sf_gemm(1, 0, D, D, N, 1.0f, qn, kn, 0.0f, cm); // Cm = q̂^T k̂      (D, D)
+        sf_gemm_prec(1, 0, D, D, N, 1.0f, qn, kn, 0.0f, cm); // Cm = q̂^T k̂      (D, D)
         for (int i = 0; i < D * D; i++) p[i] = tau * cm[i]; // A = tau Cm
         softmax_rows(p, D, D);                              // P = softmax(A) over key channels
-        sf_gemm(0, 1, N, D, D, 1.0f, v->data + nd, p, 0.0f, o->data + nd); // O = V P^T (N, D)
+        sf_gemm_prec(0, 1, N, D, D, 1.0f, v->data + nd, p, 0.0f, o->data + nd); // O = V P^T (N, D)
     }
     attn_par_end(par);
     if (rec) {
@@ -542,9 +542,9 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         float tau = t->data[h];
         const float *gl = o->grad + nd, *p = sv->p + dd, *cm = sv->cm + dd;
         const float *qn = sv->qn + nd, *kn = sv->kn + nd;
-        if (dv) sf_gemm(0, 0, N, D, D, 1.0f, gl, p, 1.0f, dv + nd); // dV += G P
+        if (dv) sf_gemm_prec(0, 0, N, D, D, 1.0f, gl, p, 1.0f, dv + nd); // dV += G P
         if (!dq && !dk && !dt) continue;
-        sf_gemm(1, 0, D, D, N, 1.0f, gl, v->data + nd, 0.0f, da); // dP = G^T V
+        sf_gemm_prec(1, 0, D, D, N, 1.0f, gl, v->data + nd, 0.0f, da); // dP = G^T V
         softmax_rows_backward(da, p, D, D);                        // dA
         if (dt) {
             double acc = 0.0;
@@ -552,11 +552,11 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
             dtau[l] = (float)acc;
         }
         if (dq) {
-            sf_gemm(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
+            sf_gemm_prec(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
             colnorm_backward(dq + nd, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
         }
         if (dk) {
-            sf_gemm(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
+            sf_gemm_prec(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
             colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
         }
     }

@@ -304,6 +304,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
         /* Column buffers, reused for every (b, group): arena scratch, one per thread when the
          * images are shared out. */
         const int image_par = conv_image_parallel(&c, K);
+        const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
         const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
         float *cols = per_slot ? sf_arena_alloc(g->arena, (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float))
                                : NULL;
@@ -313,8 +314,10 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
             for (int gr = 0; gr < groups; gr++) {
                 const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
                 if (cb) im2col(cb, xg, c.Cg, &c);
-                sf_gemm(0, 0, c.Og, HoWo, K, 1.0f, w->data + (size_t)gr * c.Og * K, cb ? cb : xg,
-                        0.0f, out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
+                const size_t woff = (size_t)gr * c.Og * K;
+                sf_gemm_prec_w(0, 0, c.Og, HoWo, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
+                               cb ? cb : xg, NULL, 0.0f,
+                               out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
             }
         }
     }
@@ -453,6 +456,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     float *scratch = per_slot ? sf_arena_alloc(g->arena, (size_t)slots * per_slot * sizeof(float)) : NULL;
     /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
     const size_t wsize = (size_t)c.Cout * K;
+    const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
     float *dw_part = dw && image_par ? sf_arena_calloc(g->arena, (size_t)slots * wsize * sizeof(float)) : NULL;
 #pragma omp parallel for if (image_par)
     for (int bi = 0; bi < c.B; bi++) {
@@ -463,16 +467,17 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
             const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
             const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
             const float *Wg = w->data + (size_t)gr * c.Og * K;                         // (Og, K)
+            const uint16_t *Wg16 = w16 ? w16 + (size_t)gr * c.Og * K : NULL;
             if (dw && !(broken && bi != c.B - 1)) {
                 if (!pointwise) im2col(cols, x->data + xoff, c.Cg, &c);
-                sf_gemm(0, 1, c.Og, K, HoWo, 1.0f, Gbg, pointwise ? x->data + xoff : cols, 1.0f,
+                sf_gemm_prec(0, 1, c.Og, K, HoWo, 1.0f, Gbg, pointwise ? x->data + xoff : cols, 1.0f,
                         dwt + (size_t)gr * c.Og * K);
             }
             if (dx) {
                 if (pointwise) {
-                    sf_gemm(1, 0, K, HoWo, c.Og, 1.0f, Wg, Gbg, 1.0f, dx + xoff);
+                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, NULL, 1.0f, dx + xoff);
                 } else {
-                    sf_gemm(1, 0, K, HoWo, c.Og, 1.0f, Wg, Gbg, 0.0f, dcols);
+                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, NULL, 0.0f, dcols);
                     col2im_add(dx + xoff, dcols, c.Cg, &c);
                 }
             }

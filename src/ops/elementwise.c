@@ -1,5 +1,5 @@
 /* elementwise.c — pointwise ops: sums, broadcast sum/product over leading dims, scaling,
- * activations (GELU exact and tanh, ReLU, elu+1) and the two stochastic regularizers
+ * activations (GELU exact and tanh, QuickGELU, ReLU, elu+1) and the two stochastic regularizers
  * (element dropout, per-sample drop path).
  *
  * Broadcast rule (add_broadcast, mul_broadcast): y matches x's trailing dims after its own
@@ -8,7 +8,7 @@
  * Dropout and drop path draw their masks from g->rng, serially, so a run is reproducible
  * for a given seed whatever the thread count; they return x itself (no copy, no node) when
  * inactive (eval mode or p == 0).
- * Derivations: docs/math/basic.md (sections add, broadcast, scale, gelu, gelu-tanh, relu,
+ * Derivations: docs/math/basic.md (sections add, broadcast, scale, gelu, gelu-tanh, quick-gelu, relu,
  * elu1, dropout, drop-path).
  *
  * Deliberately not here: general numpy broadcasting, in-place variants, fused
@@ -258,6 +258,41 @@ void sf_gelu_tanh_backward(sf_ctx *g, sf_node *node) {
         float t = ew_tanhf(SQRT_2_PI * (v + GELU_TANH_A * v * v * v));
         float du = SQRT_2_PI * (1.0f + 3.0f * GELU_TANH_A * v * v);
         float d = G[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+        dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
+    }
+}
+
+/* QuickGELU's slope: x·sigmoid(1.702 x) approximates x·Φ(x) (CvT's act_layer). */
+#define QUICK_GELU_K 1.702f
+
+sf_tensor *sf_quick_gelu(sf_ctx *g, sf_tensor *x) {
+    sf_tensor *y = sf_tensor_like(g, x);
+    size_t n = x->numel;
+    const float *xd = x->data;
+    float *yd = y->data;
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = xd[i];
+        yd[i] = v / (1.0f + sf_fast_expf(-QUICK_GELU_K * v));
+    }
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_QUICK_GELU, y, &x, 1);
+    return y;
+}
+
+/* Forward was y = x s, s = sigmoid(k x), k = 1.702, so with ds/dx = k s (1 − s):
+ * dy/dx = s + k x s (1 − s) (docs/math/basic.md#quick-gelu). */
+void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
+    const float *x = node->in[0]->data, *G = node->out->grad;
+    int acc;
+    float *dx = sf_grad_dst(g, node->in[0], &acc);
+    size_t n = node->out->numel;
+    /* Teeth: the broken variant drops the k x s (1 − s) term. */
+    const float keep_slope = sf_break_backward("quick_gelu") ? 0.0f : 1.0f;
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float s = 1.0f / (1.0f + sf_fast_expf(-QUICK_GELU_K * v));
+        float d = G[i] * (s + keep_slope * QUICK_GELU_K * v * s * (1.0f - s));
         dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
 }

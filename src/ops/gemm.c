@@ -9,10 +9,17 @@
  * two cores cost more than the split (each thread packs the shared operand once: ~1/M of the
  * product). SFVIT_GEMM=openblas restores OpenBLAS's threading for comparison.
  *
+ * Backends (SFVIT_GEMM): auto (the default) and openblas use OpenBLAS as above; onednn sends
+ * every fp32 product to oneDNN's f32 matmul (src/ops/gemm_dnnl.c). auto keeps OpenBLAS for
+ * every shape: measured per shape class of the project's models, oneDNN's f32 matmul does
+ * not win clearly on AVX2 (docs/performance.md#onednn). Products that follow train.precision
+ * go through sf_gemm_prec (src/ops/bf16.c) and end here in fp32 or in oneDNN in bf16.
+ *
  * Deliberately not here: our own GEMM kernels (OpenBLAS's are faster), batching of small
  * per-head products (attention.c spreads those over threads itself).
  */
 #include "ops_internal.h"
+#include "sfvit/precision.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -30,8 +37,34 @@ static void gemm_one(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+sf_gemm_backend sf_gemm_backend_get(void) {
+    static int backend = -1;
+    if (backend < 0) {
+        const char *e = getenv("SFVIT_GEMM");
+        if (!e || !*e || !strcmp(e, "auto")) backend = SF_GEMM_AUTO;
+        else if (!strcmp(e, "openblas")) backend = SF_GEMM_OPENBLAS;
+        else if (!strcmp(e, "onednn")) backend = SF_GEMM_ONEDNN;
+        else {
+            sf_warn("SFVIT_GEMM=%s is not one of auto, openblas, onednn: using auto", e);
+            backend = SF_GEMM_AUTO;
+        }
+        if (backend == SF_GEMM_ONEDNN && !sf_dnnl_available()) {
+            sf_warn("SFVIT_GEMM=onednn: sfvit was built without oneDNN; using OpenBLAS");
+            backend = SF_GEMM_AUTO;
+        }
+    }
+    return (sf_gemm_backend)backend;
+}
+
+const char *sf_gemm_backend_name(sf_gemm_backend b) {
+    return b == SF_GEMM_ONEDNN ? "onednn" : b == SF_GEMM_OPENBLAS ? "openblas" : "auto";
+}
+
 void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              const float *B, float beta, float *C) {
+    if (sf_gemm_backend_get() == SF_GEMM_ONEDNN &&
+        sf_dnnl_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C) == 0)
+        return;
     int lda = trans_a ? M : K;
     int ldb = trans_b ? K : N;
 #ifdef _OPENMP

@@ -1,5 +1,5 @@
-/* matmul.c — linear layers and batched matrix products, every product through sf_gemm
- * (row-major cblas_sgemm).
+/* matmul.c — linear layers and batched matrix products, every product through sf_gemm_prec
+ * (fp32 or bf16 operands by train.precision, src/ops/bf16.c; the bias sum stays fp32).
  *
  * sf_linear flattens every leading dim of x into rows: y = x W^T + b. sf_matmul loops over
  * equal leading (batch) dims; transposes are absorbed by gemm flags, never materialized.
@@ -39,7 +39,8 @@ sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
          * leave spinning OpenMP threads competing with the OpenBLAS threads. */
         for (int r = 0; r < R; r++) memcpy(y->data + (size_t)r * O, b->data, (size_t)O * sizeof(float));
     }
-    sf_gemm(0, 1, R, O, I, 1.0f, x->data, w->data, b ? 1.0f : 0.0f, y->data);
+    sf_gemm_prec_w(0, 1, R, O, I, 1.0f, x->data, NULL, w->data, sf_bf16_weight(w), b ? 1.0f : 0.0f,
+                   y->data);
 
     sf_tensor *in[3] = {x, w, b};
     int n_in = b ? 3 : 2;
@@ -62,9 +63,10 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
     if (x->requires_grad && !sf_break_backward("linear")) {
         int acc; /* a new dx is written (beta 0): no zero fill, no read */
         float *dx = sf_grad_dst(g, x, &acc);
-        sf_gemm(0, 0, R, I, O, 1.0f, G, w->data, acc ? 1.0f : 0.0f, dx); // (R, I)
+        sf_gemm_prec_w(0, 0, R, I, O, 1.0f, G, NULL, w->data, sf_bf16_weight(w), acc ? 1.0f : 0.0f,
+                       dx); // (R, I)
     }
-    if (w->requires_grad) sf_gemm(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
+    if (w->requires_grad) sf_gemm_prec(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
     if (b && b->requires_grad) {
         /* Column sums as a matrix-vector product: db (O, 1) += G^T (O, R) . 1 (R, 1). */
         float *ones = sf_arena_alloc(g->arena, (size_t)R * sizeof(float)); // (R)
@@ -101,7 +103,7 @@ sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int tra
     size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, sc_ = (size_t)M * N;
     /* Batch loop stays serial: OpenBLAS threads each product itself. */
     for (int i = 0; i < batch; i++)
-        sf_gemm(trans_a, trans_b, M, N, K, 1.0f, a->data + i * sa_, b->data + i * sb_, 0.0f,
+        sf_gemm_prec(trans_a, trans_b, M, N, K, 1.0f, a->data + i * sa_, b->data + i * sb_, 0.0f,
                 c->data + i * sc_);
 
     sf_tensor *in[2] = {a, b};
@@ -138,15 +140,15 @@ void sf_matmul_backward(sf_ctx *g, sf_node *node) {
         const float *Ai = a->data + i * sa_, *Bi = b->data + i * sb_, *Gi = G + i * sc_;
         if (da) {
             if (!ta) /* (M, K) = G (M, N) . op(B)^T (N, K) */
-                sf_gemm(0, !tb, M, K, N, 1.0f, Gi, Bi, beta_a, da + i * sa_);
+                sf_gemm_prec(0, !tb, M, K, N, 1.0f, Gi, Bi, beta_a, da + i * sa_);
             else /* (K, M) = op(B) (K, N) . G^T (N, M) */
-                sf_gemm(tb, 1, K, M, N, 1.0f, Bi, Gi, beta_a, da + i * sa_);
+                sf_gemm_prec(tb, 1, K, M, N, 1.0f, Bi, Gi, beta_a, da + i * sa_);
         }
         if (db) {
             if (!tb) /* (K, N) = op(A)^T (K, M) . G (M, N) */
-                sf_gemm(!ta, 0, K, N, M, 1.0f, Ai, Gi, beta_b, db + i * sb_);
+                sf_gemm_prec(!ta, 0, K, N, M, 1.0f, Ai, Gi, beta_b, db + i * sb_);
             else /* (N, K) = G^T (N, M) . op(A) (M, K) */
-                sf_gemm(1, ta, N, K, M, 1.0f, Gi, Ai, beta_b, db + i * sb_);
+                sf_gemm_prec(1, ta, N, K, M, 1.0f, Gi, Ai, beta_b, db + i * sb_);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 #include "sfvit/ops.h"
 #include "engine_internal.h"
+#include "sfvit/precision.h"
 
 #include <stdint.h>
 #ifdef _OPENMP

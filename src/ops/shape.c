@@ -283,7 +283,9 @@ sf_tensor *sf_slice_tokens(sf_ctx *g, sf_tensor *x, int start, int len) {
 /* y[b, t] = x[b, start + t]: dx[b, start + t] += dy[b, t]; other tokens get nothing. */
 void sf_slice_tokens_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->out;
-    int start = node->iarg[0], B = y->shape[0], len = y->shape[1], C = y->shape[2];
+    /* teeth: the broken variant forgets the offset (every slice's gradient lands at token 0) */
+    int start = sf_break_backward("slice_tokens") ? 0 : node->iarg[0];
+    int B = y->shape[0], len = y->shape[1], C = y->shape[2];
     int N = x->shape[1];
     float *dx = sf_grad(g, x);
     size_t row = (size_t)len * C;
@@ -322,6 +324,8 @@ void sf_concat_tokens_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *y = node->out;
     int B = y->shape[0];
     size_t total = (size_t)y->shape[1] * y->shape[2], offset = 0;
+    /* teeth: the broken variant reads both sides' gradients from token 0 */
+    const int broken = sf_break_backward("concat_tokens");
     for (int k = 0; k < 2; k++) {
         sf_tensor *t = node->in[k];
         size_t r = (size_t)t->shape[1] * t->shape[2];
@@ -334,7 +338,7 @@ void sf_concat_tokens_backward(sf_ctx *g, sf_node *node) {
                 for (size_t j = 0; j < r; j++) di[j] += gi[j];
             }
         }
-        offset += r;
+        if (!broken) offset += r;
     }
 }
 

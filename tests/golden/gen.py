@@ -441,6 +441,13 @@ case("cross_entropy_soft", "cross_entropy", {"logits": randn(5, 7, std=2.0), "so
      lambda logits, soft_targets: (-(soft_targets * F.log_softmax(logits, dim=-1)).sum(-1).mean()).reshape(1),
      no_grad=("soft_targets",))
 
+# ---- added last, so the draws of the cases above stay the same ----
+# CvT: QuickGELU, and the key/value projection's depthwise 3x3 conv, stride 2, padding 1, no
+# bias, on an odd token grid (7x7 -> 4x4).
+case("quick_gelu", "quick_gelu", {"x": randn(4, 33, std=3.0)}, lambda x: x * torch.sigmoid(1.702 * x))
+case("conv2d_depthwise_3x3_s2_nobias", "conv2d", {"x": randn(2, 5, 7, 7), "w": randn(5, 1, 3, 3, std=0.3)},
+     lambda x, w: F.conv2d(x, w, None, 2, 1, 1, 5), {"stride": 2, "pad": 1, "groups": 5})
+
 
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)

@@ -15,6 +15,9 @@ have:
   xcit_sima_l2_nolpi.official_ddp.pth    official XCiT/SimA names saved from a DistributedDataParallel
                                          model ("module." prefix), under "model" next to "model_ema"
   soft.official.pth                      official SOFT names, {"model": state_dict, "epoch"}
+  cvt_msa.official.pth                   official CvT names as the released CvT-13/21 files hold them:
+                                         a plain float32 state_dict, BatchNorm num_batches_tracked
+                                         included
   xcit_xca_lpi.no_counters.pth, soft.no_counters.pth   plain state_dicts without BatchNorm's
                                          num_batches_tracked entries
 Reader fixtures (expected values in views.safetensors, written with the same numbers):
@@ -133,7 +136,13 @@ def model_files():
     m = golden_model("soft")
     sizes["soft.official.pth"] = save({"model": f32_state_dict(m), "epoch": 299}, "soft.official.pth")
     sizes.update(no_counter_files())
+    sizes.update(cvt_files())
     return sizes
+
+
+def cvt_files():
+    m = golden_model("cvt_msa")
+    return {"cvt_msa.official.pth": save(f32_state_dict(m), "cvt_msa.official.pth")}
 
 
 def no_counter_files():

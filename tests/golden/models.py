@@ -557,6 +557,143 @@ class SOFT(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
+# ---- CvT ----
+# Written from the facts of microsoft/CvT lib/models/cls_cvt.py (docs/models.md, CvT): three
+# stages of [Conv2d embedding + LayerNorm, pre-norm blocks]; attention projects q, k, v through
+# depthwise 3x3 conv (no bias) + BatchNorm on the token grid (stride 1 for q, 2 for k and v), the
+# cls token (last stage only) split off before and concatenated in front after; Linear proj_q/k/v
+# with bias; softmax scale dim ** -0.5 with dim the stage width; QuickGELU MLP; the head reads
+# LayerNorm(cls). Module and parameter names are the official state_dict keys.
+class QuickGELU(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
+class CvtMlp(nn.Module):
+    def __init__(self, C, hidden, act):
+        super().__init__()
+        self.fc1 = nn.Linear(C, hidden)
+        self.act = QuickGELU() if act == "quick_gelu" else make_act(act)
+        self.fc2 = nn.Linear(hidden, C)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DwBn(nn.Module):
+    """conv_proj_{q,k,v}: depthwise 3x3 conv, padding 1, no bias, then BatchNorm2d."""
+
+    def __init__(self, C, stride):
+        super().__init__()
+        self.conv = nn.Conv2d(C, C, 3, stride=stride, padding=1, bias=False, groups=C)
+        self.bn = nn.BatchNorm2d(C)
+
+    def forward(self, img):
+        return self.bn(self.conv(img)).flatten(2).transpose(1, 2)
+
+
+def sima_cost_order(q, k, v):
+    """SimA with Nq query and Nk key tokens in the cheaper order (the same value either way)."""
+    Nq, Nk, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    if 2 * Nq * Nk < (Nq + Nk) * D:
+        return (q @ k.transpose(-2, -1)) @ v
+    return q @ (k.transpose(-2, -1) @ v)
+
+
+class CvtAttention(nn.Module):
+    def __init__(self, C, H, kind, norm):
+        super().__init__()
+        self.C, self.H, self.kind, self.norm = C, H, kind, norm
+        self.conv_proj_q = DwBn(C, 1)
+        self.conv_proj_k = DwBn(C, 2)
+        self.conv_proj_v = DwBn(C, 2)
+        self.proj_q = nn.Linear(C, C)
+        self.proj_k = nn.Linear(C, C)
+        self.proj_v = nn.Linear(C, C)
+        self.proj = nn.Linear(C, C)
+
+    def heads(self, t):
+        B, N, C = t.shape
+        return t.reshape(B, N, self.H, C // self.H).transpose(1, 2)
+
+    def forward(self, x, h, w, cls):
+        if cls:
+            c, x = x[:, :1], x[:, 1:]
+        img = x.transpose(1, 2).reshape(x.shape[0], self.C, h, w)
+        q, k, v = self.conv_proj_q(img), self.conv_proj_k(img), self.conv_proj_v(img)
+        if cls:
+            q, k, v = torch.cat([c, q], 1), torch.cat([c, k], 1), torch.cat([c, v], 1)
+        q, k, v = self.heads(self.proj_q(q)), self.heads(self.proj_k(k)), self.heads(self.proj_v(v))
+        if self.kind == "msa":
+            o = torch.softmax(q @ k.transpose(-2, -1) * self.C ** -0.5, dim=-1) @ v
+        else:
+            o = sima_cost_order(tok_normalize(q, self.norm, 1e-12), tok_normalize(k, self.norm, 1e-12), v)
+        return self.proj(merge_heads(o))
+
+
+class CvtBlock(nn.Module):
+    def __init__(self, C, H, kind, norm, mlp_ratio, act):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(C, eps=1e-5)
+        self.attn = CvtAttention(C, H, kind, norm)
+        self.norm2 = nn.LayerNorm(C, eps=1e-5)
+        self.mlp = CvtMlp(C, int(C * mlp_ratio), act)
+
+    def forward(self, x, h, w, cls):
+        x = x + self.attn(self.norm1(x), h, w, cls)
+        return x + self.mlp(self.norm2(x))
+
+
+class CvtEmbed(nn.Module):
+    def __init__(self, cin, C, k, s, p):
+        super().__init__()
+        self.proj = nn.Conv2d(cin, C, k, stride=s, padding=p)
+        self.norm = nn.LayerNorm(C, eps=1e-5)
+
+    def forward(self, img):
+        y = self.proj(img)
+        return self.norm(y.flatten(2).transpose(1, 2)), y.shape[2], y.shape[3]
+
+
+class CvtStage(nn.Module):
+    def __init__(self, cin, C, H, depth, k, s, p, cls, kinds, norm, mlp_ratio, act):
+        super().__init__()
+        if cls:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        self.cls = cls
+        self.patch_embed = CvtEmbed(cin, C, k, s, p)
+        self.blocks = nn.ModuleList([CvtBlock(C, H, kinds[j], norm, mlp_ratio, act) for j in range(depth)])
+
+    def forward(self, img):
+        x, h, w = self.patch_embed(img)
+        if self.cls:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1)
+        for blk in self.blocks:
+            x = blk(x, h, w, self.cls)
+        return x, h, w
+
+
+class CvT(nn.Module):
+    def __init__(self, in_chans, K, dims, depths, heads, kinds, norm, mlp_ratio, act):
+        super().__init__()
+        geo = ((7, 4, 2), (3, 2, 1), (3, 2, 1))
+        cin, j = in_chans, 0
+        for s in range(3):
+            setattr(self, f"stage{s}", CvtStage(cin, dims[s], heads[s], depths[s], *geo[s], s == 2,
+                                                kinds[j:j + depths[s]], norm, mlp_ratio, act))
+            cin, j = dims[s], j + depths[s]
+        self.norm = nn.LayerNorm(dims[2], eps=1e-5)
+        self.head = nn.Linear(dims[2], K)
+
+    def forward(self, img):
+        x = img
+        for s in range(3):
+            x, h, w = getattr(self, f"stage{s}")(x)
+            if s < 2:
+                x = x.transpose(1, 2).reshape(x.shape[0], x.shape[2], h, w)
+        return self.head(self.norm(x[:, 0]))
+
+
 # ---- random, non-trivial parameters ----
 def randomize(model, gen):
     """Every parameter and BN buffer drawn in float32 (stored exactly), scaled so that
@@ -597,9 +734,12 @@ def randomize(model, gen):
 CASES = []
 
 
-def case(name, family, build, model_yaml, img, in_chans=3, batch=2, classes=10):
+def case(name, family, build, model_yaml, img, in_chans=3, batch=2, classes=10, zero_grads=()):
+    """zero_grads: parameters whose gradient is zero by the model's construction (asserted here:
+    below 1e-12 in float64, while every other gradient is above 1e-6; listed in the metadata, and
+    the C test then requires sfvit's float32 gradient to stay below 1e-6 in absolute value)."""
     CASES.append(dict(name=name, family=family, build=build, yaml=model_yaml, img=img,
-                      in_chans=in_chans, batch=batch, classes=classes))
+                      in_chans=in_chans, batch=batch, classes=classes, zero_grads=tuple(zero_grads)))
 
 
 def vit_case(name, kinds, norm="l1", heads=2, act="gelu", in_chans=3, C=32, depth=2, P=8, img=32,
@@ -637,6 +777,37 @@ def soft_case(name, symmetric, dims=(16, 16, 16, 16), depths=(1, 1, 1, 1), heads
          y, img, in_chans)
 
 
+def cvt_case(name, kinds, norm="l1", dims=(4, 8, 12), heads=(1, 2, 2), depths=(1, 1, 2), img=32, act="quick_gelu",
+             in_chans=3, mlp_ratio=2.0):
+    lst = lambda v: "[" + ", ".join(str(x) for x in v) + "]"
+    y = (f"  name: cvt_13\n  img_size: {img}\n  in_chans: {in_chans}\n  num_classes: 10\n"
+         f"  embed_dims: {lst(dims)}\n  depths: {lst(depths)}\n  stage_heads: {lst(heads)}\n"
+         f"  mlp_ratio: {mlp_ratio}\n  attn: {kinds[0]}\n  attn_norm: {norm}\n  act: {act}\n"
+         f"  drop_path_rate: 0.0\n")
+    if len(set(kinds)) > 1:
+        y += f"  block_attn: [{', '.join(kinds)}]\n"
+    # Gradients that are zero by construction:
+    # - only the cls token of the last block reaches the head, and it enters that block's
+    #   attention unconvolved: the block's query conv + BN get nothing, unless SimA's l1/l2
+    #   normalization over the query tokens ties the cls query to the others;
+    # - softmax is invariant to a shift of every key by one vector: proj_k.bias of an msa block,
+    #   and conv_proj_k.bn.bias where no cls token enters the keys unshifted (stages 0 and 1).
+    zero = []
+    if kinds[-1] == "msa" or norm == "none":
+        last = f"stage2.blocks.{depths[2] - 1}.attn.conv_proj_q."
+        zero += [last + "conv.weight", last + "bn.weight", last + "bn.bias"]
+    j = 0
+    for s in range(3):
+        for b in range(depths[s]):
+            if kinds[j] == "msa":
+                zero.append(f"stage{s}.blocks.{b}.attn.proj_k.bias")
+                if s < 2:
+                    zero.append(f"stage{s}.blocks.{b}.attn.conv_proj_k.bn.bias")
+            j += 1
+    case(name, "cvt", lambda: CvT(in_chans, 10, dims, depths, heads, kinds, norm, mlp_ratio, act), y, img, in_chans,
+         zero_grads=zero)
+
+
 # ViT: N = 17 tokens; 2 heads give D = 16 (kv-first), 1 head D = 32 (qk-first).
 vit_case("vit_msa", ["msa", "msa"], C=24, mlp_ratio=2.0)
 vit_case("vit_sima_l1", ["sima", "sima"], "l1", C=24)
@@ -654,6 +825,13 @@ soft_case("soft", symmetric=False)
 soft_case("softpp_symmetric", symmetric=True, in_chans=1)
 # Added last so the seeds of the cases above stay the same.
 vit_case("vit_sima_l1_avgpool_gray", ["sima", "sima"], "l1", in_chans=1, C=16, mlp_ratio=2.0, pool="avg")
+# CvT (small, to keep this directory under 3 MB): at 32 px grids 8, 4, 2 (key/value grids 4, 2,
+# 1), the last stage with 5 query and 2 key tokens. The 1-channel 28 px case (grids 7, 4, 2: odd
+# sides through the stride-2 convs) mixes msa and sima l1 blocks with GELU; its SimA blocks
+# resolve kv-first in stage 1 (Nq 16, Nk 4, D 4) and qk-first in stage 2 (Nq 5, Nk 2, D 6).
+cvt_case("cvt_msa", ["msa"] * 4, dims=(4, 8, 12))
+cvt_case("cvt_mixed_sima_l1_gray28", ["msa", "sima", "msa", "sima"], "l1", dims=(4, 8, 12), img=28, in_chans=1,
+         act="gelu")
 
 
 def run_case(c, seed):
@@ -686,10 +864,14 @@ def run_case(c, seed):
     exp = {"logits": logits, "loss": loss.reshape(1)}
     for k, p in model.named_parameters():
         exp["grad." + k] = p.grad
+        g = p.grad.abs().max().item()
+        assert (g < 1e-12 if k in c["zero_grads"] else g > 1e-6), f"{c['name']}: {k} gradient {g:.3e}"
     meta = {"case": c["name"], "family": c["family"], "rtol_logits": repr(RTOL_LOGITS),
             "rtol_grad": repr(RTOL_GRAD), "seed": seed}
     if NR_CHECKS:
         meta["nr_worst_rel_err"] = f"{max(NR_CHECKS):.3e}"
+    if c["zero_grads"]:
+        meta["zero_grads"] = ",".join(c["zero_grads"])
     write_safetensors(os.path.join(d, "expected.safetensors"), exp, meta)
     n_params = sum(p.numel() for p in model.parameters())
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))

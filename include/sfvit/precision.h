@@ -1,0 +1,79 @@
+/* precision.h — the precision of the matrix products (train.precision) and the backends
+ * that compute them (SFVIT_GEMM). Implementation: src/ops/gemm.c, src/ops/bf16.c,
+ * src/ops/gemm_dnnl.c; which op runs in which precision: docs/performance.md#bf16.
+ *
+ * Only the products of linear layers, attention matmuls (sf_matmul and the attention ops)
+ * and im2col convolutions follow the precision (sf_gemm_prec). Everything else, and sf_gemm
+ * itself, stays fp32: master weights, gradients, AdamW, norms, the SOFT Gaussian kernel and
+ * Newton-Raphson pseudo-inverse. */
+#ifndef SFVIT_PRECISION_H
+#define SFVIT_PRECISION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    SF_PREC_FP32 = 0,      /* every product fp32 */
+    SF_PREC_BF16,          /* bf16 operands, fp32 accumulation, oneDNN native kernels */
+    SF_PREC_BF16_EMULATED, /* operands rounded to bf16 (nearest even), products by OpenBLAS
+                              in fp32: exact products, a reference that runs everywhere */
+} sf_precision;
+
+/* "fp32", "bf16", "bf16_emulated"; parse returns -1 for anything else. */
+const char *sf_precision_name(sf_precision p);
+int sf_precision_parse(const char *s);
+
+/* Process-wide; set once before a run (train/eval/bench/dump set it from the config). */
+void sf_precision_set(sf_precision p);
+sf_precision sf_precision_get(void);
+
+/* A product that follows the precision: C = alpha op(A) op(B) + beta C, row-major,
+ * contiguous (as sf_gemm). A16/B16, when not NULL, are A and B already in bf16 (weights
+ * converted once per step, sf_bf16_weights_refresh); they are used in the bf16 modes only. */
+void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  const float *B, float beta, float *C);
+void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                    const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C);
+
+/* ---- bf16 numbers (src/ops/bf16.c) ---- */
+/* fp32 -> bf16 with round-to-nearest-even; NaN stays NaN (quiet, sign kept), ±Inf stays
+ * ±Inf, overflow past the largest bf16 rounds to Inf, denormals round like any number. */
+uint16_t sf_bf16_from_f32(float x);
+float sf_f32_from_bf16(uint16_t h);
+/* x rounded to the nearest bf16 value, as fp32. */
+float sf_bf16_round(float x);
+void sf_bf16_convert(const float *x, uint16_t *y, size_t n);
+void sf_bf16_round_into(const float *x, float *y, size_t n);
+
+/* Weights in bf16, converted once per step: refresh converts every 2-d tensor of the list
+ * (and drops older copies); sf_bf16_weight returns the copy of w or NULL. Call refresh after
+ * each optimizer step (or before each forward) while the precision is not fp32; clear drops
+ * all copies (weights are then converted per product, with the same numbers). */
+struct sf_tensor;
+void sf_bf16_weights_refresh(struct sf_tensor *const *params, int n);
+const uint16_t *sf_bf16_weight(const struct sf_tensor *w);
+void sf_bf16_weights_clear(void);
+
+/* ---- backends (SFVIT_GEMM=auto|openblas|onednn) ---- */
+typedef enum { SF_GEMM_AUTO = 0, SF_GEMM_OPENBLAS, SF_GEMM_ONEDNN } sf_gemm_backend;
+sf_gemm_backend sf_gemm_backend_get(void);
+const char *sf_gemm_backend_name(sf_gemm_backend b);
+
+/* oneDNN (src/ops/gemm_dnnl.c). sf_dnnl_available: built with oneDNN (-Ddnnl). */
+int sf_dnnl_available(void);
+/* 1 when oneDNN has native bf16 kernels here (AVX512_BF16 or AMX_BF16; not AVX-512
+ * emulation, not AVX2). Otherwise 0 and *why (if not NULL) names what is missing. */
+int sf_dnnl_bf16_native(const char **why);
+/* One line naming oneDNN's version, ISA and the kernels of f32 and bf16 matmul here. */
+void sf_dnnl_describe(char *buf, size_t size);
+/* Products through oneDNN's matmul: 0 on success, -1 when oneDNN cannot (no build, no
+ * kernel); the caller then falls back. f32: A, B fp32; bf16: A16, B16 bf16; C always fp32. */
+int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                     const float *B, float beta, float *C);
+int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                      const uint16_t *B16, float beta, float *C);
+/* Primitives created so far and products run (all threads): the cache works when created
+ * stops growing after the first step. */
+void sf_dnnl_stats(long *created, long *executed);
+
+#endif

@@ -1,0 +1,186 @@
+/* bf16.c — bf16 numbers, weights converted once per step, and the products that follow
+ * train.precision (sf_gemm_prec).
+ *
+ * bf16 is the upper half of an fp32 (sign, 8-bit exponent, 7 stored mantissa bits), so
+ * converting is rounding away the lower 16 bits. A product of two bf16 numbers has at most
+ * 16 significant bits and is exact in fp32: the emulation (bf16_emulated) rounds the operands
+ * and lets OpenBLAS multiply in fp32, which differs from a native bf16 kernel with fp32
+ * accumulation (oneDNN on AVX512_BF16/AMX) only in the order of the sums.
+ */
+#include "ops_internal.h"
+#include "sfvit/precision.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- numbers ---- */
+
+/* Branch-free (a select, not a jump) so that the loops below vectorize. */
+static inline uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    /* Round to nearest, ties to even: add 0x7fff plus the lowest kept bit. Inf stays Inf
+     * (lower bits 0); the largest finite values round up into Inf as they should. */
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* keeps the sign; never rounds into Inf */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+static inline float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+uint16_t sf_bf16_from_f32(float x) { return to_bf16(x); }
+float sf_f32_from_bf16(uint16_t h) { return from_bf16(h); }
+float sf_bf16_round(float x) { return from_bf16(to_bf16(x)); }
+
+void sf_bf16_convert(const float *x, uint16_t *y, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) y[i] = to_bf16(x[i]);
+}
+
+void sf_bf16_round_into(const float *x, float *y, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) y[i] = from_bf16(to_bf16(x[i]));
+}
+
+static void widen(const uint16_t *x, float *y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = from_bf16(x[i]);
+}
+
+/* ---- precision ---- */
+
+static sf_precision precision = SF_PREC_FP32;
+static const char *const names[] = {"fp32", "bf16", "bf16_emulated"};
+
+const char *sf_precision_name(sf_precision p) {
+    return (unsigned)p < sizeof names / sizeof *names ? names[p] : "?";
+}
+
+int sf_precision_parse(const char *s) {
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+void sf_precision_set(sf_precision p) {
+    if (p != precision) sf_bf16_weights_clear();
+    precision = p;
+}
+
+sf_precision sf_precision_get(void) { return precision; }
+
+/* ---- weights in bf16, once per step ---- */
+
+typedef struct {
+    const sf_tensor *w;
+    uint16_t *h;
+    size_t cap;
+} shadow;
+static shadow *shadows;
+static int n_shadows, cap_shadows;
+
+void sf_bf16_weights_clear(void) {
+    for (int i = 0; i < n_shadows; i++) free(shadows[i].h);
+    free(shadows);
+    shadows = NULL;
+    n_shadows = cap_shadows = 0;
+}
+
+void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
+    if (precision == SF_PREC_FP32) return;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const sf_tensor *w = params[i];
+        if (!w || w->ndim < 2) continue; /* biases and norm parameters are not product operands */
+        if (k == cap_shadows) {
+            int cap = cap_shadows ? 2 * cap_shadows : 64;
+            shadows = realloc(shadows, (size_t)cap * sizeof *shadows);
+            SF_ASSERT(shadows, "out of memory for bf16 weights");
+            memset(shadows + cap_shadows, 0, (size_t)(cap - cap_shadows) * sizeof *shadows);
+            cap_shadows = cap;
+        }
+        shadow *s = &shadows[k++];
+        if (s->cap < w->numel) {
+            free(s->h);
+            s->h = sf_malloc(w->numel * sizeof *s->h);
+            s->cap = w->numel;
+        }
+        s->w = w;
+        sf_bf16_convert(w->data, s->h, w->numel);
+    }
+    for (int i = k; i < n_shadows; i++) shadows[i].w = NULL;
+    n_shadows = k > n_shadows ? k : n_shadows;
+}
+
+const uint16_t *sf_bf16_weight(const sf_tensor *w) {
+    if (precision == SF_PREC_FP32) return NULL;
+    for (int i = 0; i < n_shadows; i++)
+        if (shadows[i].w == w) return shadows[i].h;
+    return NULL;
+}
+
+/* ---- products ---- */
+
+/* Per-thread scratch for converted operands (products run inside OpenMP regions too). */
+typedef struct {
+    void *p;
+    size_t size;
+} scratch;
+static __thread scratch tmp[2];
+
+static void *scratch_get(int i, size_t bytes) {
+    if (tmp[i].size < bytes) {
+        free(tmp[i].p);
+        tmp[i].p = sf_malloc(bytes);
+        tmp[i].size = bytes;
+    }
+    return tmp[i].p;
+}
+
+/* Operand as bf16-valued fp32 for the emulation. */
+static const float *emulated_operand(int i, const float *X, const uint16_t *X16, size_t n) {
+    float *y = scratch_get(i, n * sizeof *y);
+    if (X16)
+        widen(X16, y, n);
+    else
+        sf_bf16_round_into(X, y, n);
+    return y;
+}
+
+static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16, size_t n) {
+    if (X16) return X16;
+    uint16_t *y = scratch_get(i, n * sizeof *y);
+    sf_bf16_convert(X, y, n);
+    return y;
+}
+
+void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                    const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
+    size_t na = (size_t)M * K, nb = (size_t)K * N; /* transposed or not, contiguous */
+    switch (precision) {
+    case SF_PREC_FP32:
+        sf_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+        return;
+    case SF_PREC_BF16_EMULATED:
+        sf_gemm(trans_a, trans_b, M, N, K, alpha, emulated_operand(0, A, A16, na),
+                emulated_operand(1, B, B16, nb), beta, C);
+        return;
+    case SF_PREC_BF16: {
+        const uint16_t *a = native_operand(0, A, A16, na), *b = native_operand(1, B, B16, nb);
+        /* The command checked sf_dnnl_bf16_native before choosing bf16. */
+        SF_ASSERT(sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C) == 0,
+                  "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
+        return;
+    }
+    }
+}
+
+void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  const float *B, float beta, float *C) {
+    sf_gemm_prec_w(trans_a, trans_b, M, N, K, alpha, A, NULL, B, NULL, beta, C);
+}

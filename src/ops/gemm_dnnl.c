@@ -1,0 +1,237 @@
+/* gemm_dnnl.c — matrix products through oneDNN's matmul primitive (f32 and bf16 operands,
+ * fp32 output), for sf_gemm (SFVIT_GEMM=onednn) and the bf16 precision (sf_gemm_prec).
+ *
+ * Primitives are created once per (transposes, M, N, K, data type, alpha, beta) and kept in
+ * a small per-thread cache (products also run inside the attention ops' OpenMP regions, and a
+ * oneDNN stream or memory object must not be shared between threads). sf_dnnl_stats counts
+ * creations: after the first training step it stops growing. oneDNN (Debian: OpenMP runtime)
+ * threads a product over the same OpenMP team as the rest of sfvit; inside a parallel region
+ * it runs on the calling thread, so the cores are never oversubscribed.
+ *
+ * Native bf16 means AVX512_BF16 (vdpbf16ps: Zen 4/5, Cooper Lake) or AMX_BF16 (Sapphire
+ * Rapids and later). oneDNN also "runs" bf16 on AVX-512 without BF16 by emulating it slower
+ * than fp32, and has no bf16 matmul at all on AVX2: both count as not native here.
+ */
+#include "ops_internal.h"
+#include "sfvit/precision.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef SFVIT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+
+static dnnl_engine_t engine;
+static int engine_ok;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static long n_created, n_executed; /* atomics: updated from several threads */
+
+static void engine_init(void) {
+    engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+}
+
+int sf_dnnl_available(void) {
+    pthread_once(&engine_once, engine_init);
+    return engine_ok;
+}
+
+typedef struct {
+    int ta, tb, M, N, K;
+    dnnl_data_type_t dt;
+    float alpha, beta;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} entry;
+
+#define CACHE_SIZE 128 /* per thread; a model uses a few dozen distinct products */
+/* Allocated on first use: a large static thread-local array would move the heap of every
+ * build that links oneDNN and with it the alignment, and so the last bits, of fp32 products. */
+static __thread entry *cache;
+static __thread int cache_n, cache_next;
+static __thread dnnl_stream_t stream;
+
+/* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
+ * stored the other way round, which the strides say. */
+static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, float alpha,
+                     float beta) {
+    for (int i = 0; i < cache_n; i++) {
+        entry *e = &cache[i];
+        if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->dt == dt &&
+            e->alpha == alpha && e->beta == beta)
+            return e;
+    }
+    if (!sf_dnnl_available()) return NULL;
+    if (!cache) cache = sf_calloc(CACHE_SIZE, sizeof *cache);
+    if (!stream && dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
+        return NULL;
+    dnnl_memory_desc_t ad, bd, cd;
+    dnnl_dims_t adims = {M, K}, bdims = {K, N}, cdims = {M, N};
+    dnnl_dims_t as = {ta ? 1 : K, ta ? M : 1}, bs = {tb ? 1 : N, tb ? K : 1}, cs = {N, 1};
+    if (dnnl_memory_desc_init_by_strides(&ad, 2, adims, dt, as) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dt, bs) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) != dnnl_success)
+        return NULL;
+    dnnl_matmul_desc_t md;
+    if (dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) != dnnl_success) return NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    int ok = dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && alpha != 1.0f) ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+    if (ok && beta != 0.0f) {
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    }
+    ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success &&
+         dnnl_primitive_create(&prim, pd) == dnnl_success;
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (!ok) return NULL;
+    __atomic_add_fetch(&n_created, 1, __ATOMIC_RELAXED);
+
+    entry *e;
+    if (cache_n < CACHE_SIZE) {
+        e = &cache[cache_n++];
+    } else { /* full: replace in turn (a model never gets here) */
+        e = &cache[cache_next];
+        cache_next = (cache_next + 1) % CACHE_SIZE;
+        dnnl_primitive_destroy(e->prim);
+        dnnl_memory_destroy(e->a);
+        dnnl_memory_destroy(e->b);
+        dnnl_memory_destroy(e->c);
+    }
+    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, prim, NULL, NULL, NULL};
+    if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success)
+        SF_ASSERT(0, "oneDNN: cannot create memory objects");
+    return e;
+}
+
+static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt,
+               const void *A, const void *B, float beta, float *C) {
+    if (M <= 0 || N <= 0) return 0;
+    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta);
+    if (!e) return -1;
+    dnnl_memory_set_data_handle(e->a, (void *)A);
+    dnnl_memory_set_data_handle(e->b, (void *)B);
+    dnnl_memory_set_data_handle(e->c, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    if (dnnl_primitive_execute(e->prim, stream, 3, args) != dnnl_success ||
+        dnnl_stream_wait(stream) != dnnl_success)
+        SF_ASSERT(0, "oneDNN: matmul (%d x %d x %d) failed", M, N, K);
+    __atomic_add_fetch(&n_executed, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                     const float *B, float beta, float *C) {
+    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, beta, C);
+}
+
+int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                      const uint16_t *B16, float beta, float *C) {
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, beta, C);
+}
+
+void sf_dnnl_stats(long *created, long *executed) {
+    if (created) *created = __atomic_load_n(&n_created, __ATOMIC_RELAXED);
+    if (executed) *executed = __atomic_load_n(&n_executed, __ATOMIC_RELAXED);
+}
+
+/* The implementation oneDNN picks for a 64x64x64 matmul of type dt, or NULL (none). */
+static const char *probe_impl(dnnl_data_type_t dt) {
+    if (!sf_dnnl_available()) return NULL;
+    dnnl_memory_desc_t ad, bd, cd;
+    dnnl_dims_t d = {64, 64};
+    dnnl_memory_desc_init_by_tag(&ad, 2, d, dt, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&bd, 2, d, dt, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&cd, 2, d, dnnl_f32, dnnl_ab);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) != dnnl_success)
+        return NULL;
+    static char names[2][64];
+    char *out = names[dt == dnnl_bf16];
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(out, 64, "%s", impl);
+    else
+        snprintf(out, 64, "?");
+    dnnl_primitive_desc_destroy(pd);
+    return out;
+}
+
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_avx512_core_amx: return "AMX";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX512_BF16";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX512_VNNI (no BF16)";
+    case dnnl_cpu_isa_avx512_core: return "AVX512 (no BF16)";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2_VNNI (no AVX-512)";
+    case dnnl_cpu_isa_avx2: return "AVX2 (no AVX-512)";
+    default: return "older than AVX2";
+    }
+}
+
+int sf_dnnl_bf16_native(const char **why) {
+    static const char *no_build = "sfvit was built without oneDNN (-Ddnnl=disabled or libdnnl-dev missing)";
+    static const char *no_isa = "the CPU has neither AVX512_BF16 nor AMX_BF16 (oneDNN ISA here: %s)";
+    static char msg[160];
+    if (!sf_dnnl_available()) {
+        if (why) *why = no_build;
+        return 0;
+    }
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    /* avx512_core_bf16 and amx both contain the avx512_core_bf16 bits. */
+    int native = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    const char *impl = native ? probe_impl(dnnl_bf16) : NULL;
+    if (native && (!impl || strstr(impl, "ref"))) native = 0; /* a reference kernel is not native */
+    if (!native && why) {
+        snprintf(msg, sizeof msg, no_isa, isa_name(isa));
+        *why = msg;
+    }
+    return native;
+}
+
+void sf_dnnl_describe(char *buf, size_t size) {
+    if (!sf_dnnl_available()) {
+        snprintf(buf, size, "oneDNN: not built in");
+        return;
+    }
+    const dnnl_version_t *v = dnnl_version();
+    const char *f32 = probe_impl(dnnl_f32), *bf16 = probe_impl(dnnl_bf16);
+    const char *why = NULL;
+    int native = sf_dnnl_bf16_native(&why);
+    snprintf(buf, size, "oneDNN %d.%d.%d, ISA %s; f32 matmul: %s; bf16 matmul: %s%s", v->major,
+             v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), f32 ? f32 : "none",
+             bf16 ? bf16 : "none", native ? " (native)" : " (no native bf16)");
+}
+
+#else /* built without oneDNN */
+
+int sf_dnnl_available(void) { return 0; }
+int sf_dnnl_bf16_native(const char **why) {
+    if (why) *why = "sfvit was built without oneDNN (-Ddnnl=disabled or libdnnl-dev missing)";
+    return 0;
+}
+void sf_dnnl_describe(char *buf, size_t size) { snprintf(buf, size, "oneDNN: not built in"); }
+int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                     const float *B, float beta, float *C) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)B, (void)beta, (void)C;
+    return -1;
+}
+int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                      const uint16_t *B16, float beta, float *C) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)B16, (void)beta, (void)C;
+    return -1;
+}
+void sf_dnnl_stats(long *created, long *executed) {
+    if (created) *created = 0;
+    if (executed) *executed = 0;
+}
+#endif

@@ -1,0 +1,295 @@
+/* test_bf16.c — bf16 numbers and the products that follow train.precision.
+ *
+ * 1. fp32 -> bf16 rounding against an independent reference (written with double
+ *    arithmetic, not bit tricks): round to nearest, ties to even, on hand-picked cases (ties,
+ *    NaN with payload only in the dropped bits, ±Inf, overflow into Inf, denormals, -0) and on
+ *    a million random bit patterns.
+ * 2. Each product op in bf16_emulated against its fp32 twin: linear forward and both backward
+ *    products, matmul with every transpose pair, im2col convolution forward and backward.
+ *    Tolerance, derived: a bf16 operand is x(1+d) with |d| <= u = 2^-8 (8-bit significand),
+ *    so each product term is off by at most (2u + u^2)|a||b| and a result element by
+ *      |c_bf16 - c_fp32| <= (2u + u^2 + 2K 2^-24) sum_k |a_k||b_k|
+ *    (the last term: fp32 summation error of both results, K terms). The bound tensor
+ *    sum |a||b| is the same op in fp32 on |inputs| (and backward seeded with |seed|): these
+ *    ops are bilinear with non-negative structure. Also required: the result differs from
+ *    fp32 (the rounding is in effect), and equals bit for bit the fp32 op on inputs and seed
+ *    rounded to bf16 beforehand (the emulation is exact products of bf16 operands; the bias
+ *    gradient stays fp32).
+ * 3. Weights converted once per step (sf_bf16_weights_refresh) give the same bits as
+ *    converting per product, and fp32 products are untouched by a refresh.
+ */
+#include "gradcheck.h"
+#include "sfvit/precision.h"
+
+#include <float.h>
+#include <string.h>
+
+/* ---- 1. conversion ---- */
+
+/* Nearest bf16 value of x by double arithmetic: the bf16 grid spacing at |x| is 2^(e-7)
+ * for normal x (2^-133 below 2^-126), ties to the even significand. */
+static float ref_round(float x) {
+    if (isnan(x) || isinf(x)) return x;
+    double a = fabs((double)x);
+    if (a == 0) return x;
+    int e;
+    frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    int exp2 = e - 1 < -126 ? -126 : e - 1;
+    double ulp = ldexp(1.0, exp2 - 7);
+    double q = a / ulp, fl = floor(q), r;
+    if (q - fl > 0.5) r = fl + 1;
+    else if (q - fl < 0.5) r = fl;
+    else r = fmod(fl, 2.0) == 0 ? fl : fl + 1;
+    double v = r * ulp;
+    if (v >= ldexp(1.0, 128)) v = INFINITY; /* past the largest bf16 (and fp32) */
+    return (float)(x < 0 ? -v : v);
+}
+
+static float from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t to_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static void check_round(float x, const char *what) {
+    float got = sf_bf16_round(x), want = ref_round(x);
+    if (isnan(x)) {
+        CHECK(isnan(got) && signbit(got) == signbit(x), "%s: NaN 0x%08x -> 0x%08x, not a NaN of that sign", what,
+              to_bits(x), to_bits(got));
+        return;
+    }
+    CHECK(to_bits(got) == to_bits(want), "%s: %.9g (0x%08x) -> 0x%08x, want 0x%08x", what, (double)x, to_bits(x),
+          to_bits(got), to_bits(want));
+}
+
+static void test_conversion(void) {
+    check_round(1.0f, "one");
+    CHECK(sf_bf16_round(1.0f + 0x1p-8f) == 1.0f, "tie 1 + 2^-8 rounds to even 1");
+    CHECK(sf_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f, "tie 1 + 3*2^-8 rounds to even 1 + 2^-6");
+    CHECK(sf_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f, "just above a tie rounds up");
+    CHECK(sf_bf16_round(-(1.0f + 0x1p-8f)) == -1.0f, "negative tie rounds to even");
+    CHECK(isinf(sf_bf16_round(INFINITY)) && sf_bf16_round(INFINITY) > 0, "+Inf stays +Inf");
+    CHECK(isinf(sf_bf16_round(-INFINITY)) && sf_bf16_round(-INFINITY) < 0, "-Inf stays -Inf");
+    CHECK(isinf(sf_bf16_round(FLT_MAX)), "FLT_MAX rounds up to Inf");
+    CHECK(sf_bf16_round(0x1.fep127f) == 0x1.fep127f, "largest bf16 stays");
+    /* a NaN whose payload is only in the dropped bits must not become Inf */
+    float nan_low = from_bits(0x7f800001u), nan_neg = from_bits(0xff800001u);
+    CHECK(isnan(sf_bf16_round(nan_low)), "NaN 0x7f800001 stays NaN (got 0x%08x)", to_bits(sf_bf16_round(nan_low)));
+    CHECK(isnan(sf_bf16_round(nan_neg)) && signbit(sf_bf16_round(nan_neg)), "NaN 0xff800001 stays a negative NaN");
+    check_round(NAN, "quiet NaN");
+    CHECK(to_bits(sf_bf16_round(-0.0f)) == 0x80000000u, "-0 stays -0");
+    CHECK(sf_bf16_round(0x1p-149f) == 0.0f, "smallest denormal 2^-149 rounds to 0");
+    CHECK(sf_bf16_round(0x1p-133f) == 0x1p-133f, "smallest bf16 denormal 2^-133 stays");
+    CHECK(sf_bf16_round(0x1p-134f) == 0.0f, "2^-134 (a tie) rounds to even 0");
+    CHECK(sf_bf16_round(0x1.8p-133f) == 0x1p-132f, "1.5 * 2^-133 (a tie) rounds to even 2^-132");
+    CHECK(sf_bf16_round(0x1.fffffep-127f) == 0x1p-126f, "largest denormal rounds up to the smallest normal");
+    CHECK(sf_f32_from_bf16(0x3f80) == 1.0f && sf_bf16_from_f32(1.0f) == 0x3f80, "1.0 is 0x3f80");
+    for (float x = -3; x <= 3; x += 0.001f) check_round(x, "range");
+    sf_rng r;
+    sf_rng_seed(&r, 7);
+    int bad = 0;
+    for (int i = 0; i < 1000000; i++) {
+        float x = from_bits((uint32_t)sf_rng_u64(&r));
+        float got = sf_bf16_round(x), want = ref_round(x);
+        if (isnan(x) ? !isnan(got) : to_bits(got) != to_bits(want)) {
+            if (bad++ < 5) printf("  random 0x%08x -> 0x%08x, want 0x%08x\n", to_bits(x), to_bits(got), to_bits(want));
+        }
+    }
+    CHECK(bad == 0, "%d of 1e6 random bit patterns rounded wrongly", bad);
+    uint16_t h[3];
+    sf_bf16_convert((const float[]){1.0f, -2.0f, 0.5f}, h, 3);
+    CHECK(h[0] == 0x3f80 && h[1] == 0xc000 && h[2] == 0x3f00, "convert of an array");
+}
+
+/* ---- 2. product ops ---- */
+
+typedef struct {
+    const char *name;
+    sf_tensor *(*build)(sf_ctx *g, sf_tensor **in, const int *arg);
+    int n_in;
+    int shapes[3][4], ndims[3];
+    int arg[4];
+    int K; /* longest inner dimension of its products (forward and backward) */
+} op_case;
+
+static sf_tensor *build_linear(sf_ctx *g, sf_tensor **in, const int *arg) {
+    (void)arg;
+    return sf_linear(g, in[0], in[1], in[2]);
+}
+static sf_tensor *build_matmul(sf_ctx *g, sf_tensor **in, const int *arg) {
+    return sf_matmul(g, in[0], in[1], arg[0], arg[1]);
+}
+static sf_tensor *build_conv(sf_ctx *g, sf_tensor **in, const int *arg) {
+    return sf_conv2d(g, in[0], in[1], in[2], arg[0], arg[1], arg[2]);
+}
+
+typedef struct {
+    float *out, *grad[3];
+    size_t n_out;
+} op_result;
+
+/* Forward and backward seeded with R, in the current precision. abs_inputs: on |inputs|. */
+static op_result run_op(const op_case *c, sf_tensor **in, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 1;
+    for (int i = 0; i < c->n_in; i++) {
+        free(in[i]->grad);
+        in[i]->grad = calloc(in[i]->numel, sizeof(float));
+    }
+    sf_tensor *out = c->build(&g, in, c->arg);
+    op_result res = {.n_out = out->numel};
+    res.out = malloc(out->numel * sizeof(float));
+    memcpy(res.out, out->data, out->numel * sizeof(float));
+    sf_backward_seeded(&g, out, R);
+    for (int i = 0; i < c->n_in; i++) {
+        res.grad[i] = malloc(in[i]->numel * sizeof(float));
+        memcpy(res.grad[i], in[i]->grad, in[i]->numel * sizeof(float));
+    }
+    sf_ctx_free(&g);
+    return res;
+}
+
+static void free_result(op_result *r, int n) {
+    free(r->out);
+    for (int i = 0; i < n; i++) free(r->grad[i]);
+}
+
+/* |got - want| <= tol * bound + tiny, elementwise; returns the number of violations. */
+static long over_bound(const float *got, const float *want, const float *bound, size_t n, double tol) {
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= tol * bound[i] + 1e-30)) bad++;
+    }
+    return bad;
+}
+
+static void test_op(const op_case *c) {
+    sf_rng r;
+    sf_rng_seed(&r, 11);
+    sf_tensor *in[3] = {0}, *in_abs[3] = {0}, *in_rnd[3] = {0}; /* absent inputs stay NULL */
+    for (int i = 0; i < c->n_in; i++) {
+        in[i] = gc_leaf(c->ndims[i], c->shapes[i], 1);
+        in_abs[i] = gc_leaf(c->ndims[i], c->shapes[i], 1);
+        in_rnd[i] = gc_leaf(c->ndims[i], c->shapes[i], 1);
+        gc_fill_normal(in[i], &r, 1.0f);
+        for (size_t k = 0; k < in[i]->numel; k++) {
+            in_abs[i]->data[k] = fabsf(in[i]->data[k]);
+            in_rnd[i]->data[k] = sf_bf16_round(in[i]->data[k]);
+        }
+    }
+    /* output size: one fp32 run */
+    sf_precision_set(SF_PREC_FP32);
+    float *R0 = NULL;
+    size_t n_out;
+    {
+        sf_ctx g;
+        sf_ctx_init(&g, 0);
+        n_out = c->build(&g, in, c->arg)->numel;
+        sf_ctx_free(&g);
+    }
+    R0 = malloc(n_out * sizeof(float));
+    float *Rabs = malloc(n_out * sizeof(float)), *Rrnd = malloc(n_out * sizeof(float));
+    for (size_t k = 0; k < n_out; k++) {
+        R0[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        Rabs[k] = fabsf(R0[k]);
+        Rrnd[k] = sf_bf16_round(R0[k]);
+    }
+    op_result f32 = run_op(c, in, R0), bound = run_op(c, in_abs, Rabs), f32r = run_op(c, in_rnd, Rrnd);
+    sf_precision_set(SF_PREC_BF16_EMULATED);
+    op_result b16 = run_op(c, in, R0);
+    sf_precision_set(SF_PREC_FP32);
+
+    const double u = 0x1p-8, tol = 2 * u + u * u + 2.0 * c->K * 0x1p-24;
+    long bad = over_bound(b16.out, f32.out, bound.out, n_out, tol);
+    CHECK(bad == 0, "%s forward: %ld of %zu elements outside (2u+u^2+2K 2^-24) sum|a||b|", c->name, bad, n_out);
+    CHECK(memcmp(b16.out, f32.out, n_out * sizeof(float)) != 0, "%s forward: identical to fp32 (no rounding?)", c->name);
+    /* a bias (a 1-d third input) is added in fp32 after the product: equal only without it */
+    int has_bias = c->n_in == 3;
+    if (!has_bias)
+        CHECK(memcmp(b16.out, f32r.out, n_out * sizeof(float)) == 0,
+              "%s forward: not bit-identical to fp32 on bf16-rounded inputs", c->name);
+    for (int i = 0; i < c->n_in; i++) {
+        size_t n = in[i]->numel;
+        bad = over_bound(b16.grad[i], f32.grad[i], bound.grad[i], n, tol);
+        CHECK(bad == 0, "%s grad %d: %ld of %zu elements outside the bound", c->name, i, bad, n);
+        if (i == 2) { /* bias gradient: a column sum of G, in fp32 */
+            CHECK(memcmp(b16.grad[i], f32.grad[i], n * sizeof(float)) == 0, "%s bias grad is not fp32", c->name);
+        } else {
+            CHECK(memcmp(b16.grad[i], f32r.grad[i], n * sizeof(float)) == 0,
+                  "%s grad %d: not bit-identical to fp32 on bf16-rounded inputs and seed", c->name, i);
+            CHECK(memcmp(b16.grad[i], f32.grad[i], n * sizeof(float)) != 0, "%s grad %d: identical to fp32", c->name, i);
+        }
+    }
+    printf("  %s: forward and %d gradients within tol %.3g of fp32, exact on rounded inputs\n", c->name, c->n_in, tol);
+    free_result(&f32, c->n_in);
+    free_result(&bound, c->n_in);
+    free_result(&f32r, c->n_in);
+    free_result(&b16, c->n_in);
+    free(R0);
+    free(Rabs);
+    free(Rrnd);
+    for (int i = 0; i < c->n_in; i++) {
+        gc_leaf_free(in[i]);
+        gc_leaf_free(in_abs[i]);
+        gc_leaf_free(in_rnd[i]);
+    }
+}
+
+/* ---- 3. weights once per step ---- */
+
+static void test_weight_refresh(void) {
+    const op_case c = {"linear", build_linear, 3, {{64, 96}, {80, 96}, {80}}, {2, 2, 1}, {0}, 96};
+    sf_rng r;
+    sf_rng_seed(&r, 5);
+    sf_tensor *in[3];
+    for (int i = 0; i < 3; i++) {
+        in[i] = gc_leaf(c.ndims[i], c.shapes[i], 1);
+        gc_fill_normal(in[i], &r, 1.0f);
+    }
+    float *R = malloc(64 * 80 * sizeof(float));
+    for (int k = 0; k < 64 * 80; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    sf_precision_set(SF_PREC_BF16_EMULATED);
+    op_result per_product = run_op(&c, in, R);
+    sf_bf16_weights_refresh(in, 3);
+    CHECK(sf_bf16_weight(in[1]) != NULL && sf_bf16_weight(in[2]) == NULL, "refresh keeps 2-d weights only");
+    op_result per_step = run_op(&c, in, R);
+    CHECK(memcmp(per_product.out, per_step.out, 64 * 80 * sizeof(float)) == 0, "refreshed weights: same forward bits");
+    CHECK(memcmp(per_product.grad[0], per_step.grad[0], 64 * 96 * sizeof(float)) == 0, "refreshed weights: same dx bits");
+    /* a stale copy would show: change the weight and refresh again */
+    in[1]->data[0] += 1.0f;
+    sf_bf16_weights_refresh(in, 3);
+    CHECK(sf_f32_from_bf16(sf_bf16_weight(in[1])[0]) == sf_bf16_round(in[1]->data[0]), "refresh converts the new value");
+    sf_precision_set(SF_PREC_FP32);
+    CHECK(sf_bf16_weight(in[1]) == NULL, "fp32: no bf16 weights are used");
+    free_result(&per_product, 3);
+    free_result(&per_step, 3);
+    free(R);
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+}
+
+int main(void) {
+    sf_threads_init(0);
+    test_conversion();
+    const op_case cases[] = {
+        {"linear (64x96 . 80x96^T + b)", build_linear, 3, {{2, 32, 96}, {80, 96}, {80}}, {3, 2, 1}, {0}, 96},
+        {"linear without bias", build_linear, 2, {{64, 96}, {80, 96}}, {2, 2}, {0}, 96},
+        {"matmul A B", build_matmul, 2, {{3, 40, 24}, {3, 24, 56}}, {3, 3}, {0, 0}, 56},
+        {"matmul A^T B", build_matmul, 2, {{3, 24, 40}, {3, 24, 56}}, {3, 3}, {1, 0}, 56},
+        {"matmul A B^T", build_matmul, 2, {{3, 40, 24}, {3, 56, 24}}, {3, 3}, {0, 1}, 56},
+        {"matmul A^T B^T", build_matmul, 2, {{3, 24, 40}, {3, 56, 24}}, {3, 3}, {1, 1}, 56},
+        {"conv 3x3 im2col (+b)", build_conv, 3, {{2, 6, 12, 12}, {10, 6, 3, 3}, {10}}, {4, 4, 1}, {1, 1, 1}, 144},
+        {"conv 3x3 stride 2 groups 2", build_conv, 2, {{2, 8, 11, 11}, {6, 4, 3, 3}}, {4, 4}, {2, 1, 2}, 36},
+        {"conv 1x1 pointwise", build_conv, 2, {{2, 16, 7, 7}, {12, 16, 1, 1}}, {4, 4}, {1, 0, 1}, 49},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_op(&cases[i]);
+    test_weight_refresh();
+    return test_summary("bf16");
+}

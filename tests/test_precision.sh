@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# train.precision from the command line, on real Fashion-MNIST data (a small subset):
+# - what the machine can do is said: `sfvit info` and the start of a run print the precision
+#   and the kernels; precision bf16 without native bf16 (AVX512_BF16 or AMX_BF16 through
+#   oneDNN) stops before training with a message naming those instructions and leaves no run
+#   folder; with train.precision_fallback=fp32 it warns and trains in fp32. Where the CPU has
+#   native bf16 the same run must train in bf16 instead.
+# - bad values are refused naming the key;
+# - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
+#   weights and moments), and differs from fp32 (the rounding is in effect);
+# - checkpoints interchange: an fp32 run resumed in bf16_emulated and a bf16_emulated run
+#   resumed in fp32 both finish; eval and bench take the key; ablate takes it as an axis.
+# Usage: test_precision.sh SFVIT_BINARY SOURCE_ROOT
+set -uo pipefail
+SFVIT=$(realpath "$1")
+ROOT=$(realpath "$2")
+W=$(mktemp -d /tmp/sfvit-precision-XXXXXX)
+[ -n "${SFVIT_KEEP_TEST_DIR:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir: $W"
+cd "$W"
+source "$ROOT/tests/lib.sh"
+
+fmnist_subset "$SFVIT" "$ROOT" 1024 256
+BASE=$ROOT/configs/fmnist_tiny.yaml
+COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1)
+
+# ---- what the machine can do ----
+info=$("$SFVIT" info "$BASE" 2>&1)
+check "info prints the kernels" grep -q "kernels: fp32 products: .*SFVIT_GEMM=" <<< "$info"
+native=0
+grep -q "bf16 matmul: .*(native)" <<< "$info" && native=1
+echo "native bf16 here: $native ($(grep -o 'oneDNN.*' <<< "$info"))"
+
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=bf16 train.precision=bf16 train.max_steps=2 2>&1); rc=$?
+if [ $native -eq 0 ]; then
+  check "bf16 without native bf16: refused" test $rc -ne 0
+  check "refusal names AVX512_BF16 and AMX_BF16" grep -q "AVX512_BF16 or AMX_BF16" <<< "$out"
+  check "refusal says what the CPU lacks" grep -Eq "neither AVX512_BF16 nor AMX_BF16|built without oneDNN" <<< "$out"
+  check "refusal before training: no run folder" test ! -e runs/bf16
+  out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=fallback train.precision=bf16 \
+        train.precision_fallback=fp32 train.max_steps=2 2>&1); rc=$?
+  check "fallback: trains" test $rc -eq 0
+  check "fallback: warns" grep -q "warning: train.precision: bf16 is not native here" <<< "$out"
+  check "fallback: says fp32" grep -q "^precision: fp32" <<< "$out"
+else
+  check "bf16 with native bf16: trains" test $rc -eq 0
+  check "bf16 with native bf16: says bf16" grep -q "^precision: bf16 " <<< "$out"
+fi
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
+check "unknown precision refused" test $rc -ne 0
+check "unknown precision names the key and the choices" grep -q "train.precision.*bf16_emulated" <<< "$out"
+
+# ---- bf16_emulated: resume bit-exact at equal threads, and not fp32 ----
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=full train.epochs=2 train.precision=bf16_emulated 2>&1); rc=$?
+check "bf16_emulated trains" test $rc -eq 0
+check "bf16_emulated says EMULATED" grep -q "^precision: bf16_emulated (EMULATED" <<< "$out"
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=part train.epochs=2 train.max_steps=11 \
+  train.precision=bf16_emulated > part1.log 2>&1
+check "partial bf16_emulated run stops with a checkpoint" grep -q "stopped after train.max_steps" part1.log
+"$SFVIT" train --resume runs/part train.max_steps=0 > part2.log 2>&1
+check "resumed run completes" grep -q "final val top-1" part2.log
+check "resumed run is bf16_emulated (from its config)" grep -q "^precision: bf16_emulated" part2.log
+losses() { grep '"batch"' "$1" | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/'; }
+losses runs/full/log.jsonl > full.txt
+losses runs/part/log.jsonl > part.txt
+check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < part.txt)"
+check "resume: losses equal step for step" cmp -s full.txt part.txt
+check "resume: final weights and moments bit-identical" \
+  test "$(tensor_bytes runs/full/last.safetensors)" = "$(tensor_bytes runs/part/last.safetensors)"
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=fp32 train.epochs=2 > fp32.log 2>&1
+losses runs/fp32/log.jsonl > fp32.txt
+check "bf16_emulated losses differ from fp32 (rounding in effect)" test "$(cat fp32.txt)" != "$(cat full.txt)"
+
+# ---- checkpoints interchange ----
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=f2b train.epochs=2 train.max_steps=9 > f2b1.log 2>&1
+out=$("$SFVIT" train --resume runs/f2b train.max_steps=0 train.precision=bf16_emulated 2>&1); rc=$?
+check "fp32 run resumed in bf16_emulated finishes" test $rc -eq 0
+check "... in bf16_emulated" grep -q "^precision: bf16_emulated" <<< "$out"
+out=$("$SFVIT" train --resume runs/part train.epochs=3 train.precision=fp32 2>&1); rc=$?
+check "bf16_emulated run resumed in fp32 finishes" test $rc -eq 0
+check "... in fp32" grep -q "^precision: fp32" <<< "$out"
+
+# ---- eval, bench, ablate ----
+e32=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1)
+e16=$("$SFVIT" eval runs/full/best.safetensors --data fm train.precision=bf16_emulated 2>&1); rc=$?
+check "eval in bf16_emulated" test $rc -eq 0
+t32=$(grep -o 'top-1 [0-9.]*' <<< "$e32" | head -1 | awk '{print $2}')
+t16=$(grep -o 'top-1 [0-9.]*' <<< "$e16" | head -1 | awk '{print $2}')
+check "eval top-1 fp32 $t32 vs bf16_emulated $t16 within 2 points" \
+  awk -v a="$t32" -v b="$t16" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(a!="" && b!="" && d<=2)}'
+out=$("$SFVIT" bench "$BASE" train.precision=bf16_emulated train.batch_size=8 --steps 1 --warmup 1 2>&1); rc=$?
+check "bench in bf16_emulated" test $rc -eq 0
+check "bench prints the kernels and the bf16 ceiling" \
+  bash -c 'grep -q "^kernels:" <<< "$1" && grep -q "bf16 product ceiling" <<< "$1" && grep -q "^precision bf16_emulated" <<< "$1"' _ "$out"
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid train.max_steps=3 train.precision=fp32,bf16_emulated 2>&1); rc=$?
+check "ablate with a precision axis" test $rc -eq 0
+check "ablate cells ran in each precision" \
+  bash -c 'grep -q "^precision: fp32" <<< "$1" && grep -q "^precision: bf16_emulated" <<< "$1"' _ "$out"
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
