@@ -37,7 +37,8 @@ static int rename_timm_xcit(const char *key, char *out, size_t n, int *part) {
         return 1;
     }
     const char *a = starts_with(key, "cls_attn_blocks.") ? strstr(key, ".attn.") : NULL;
-    if (a && strchr("qkv", a[6]) && a[7] == '.' && (!strcmp(a + 8, "weight") || !strcmp(a + 8, "bias"))) {
+    /* a[6] != 0 first: strchr finds the terminator too, and a key ending in ".attn." has no a[7] */
+    if (a && a[6] && strchr("qkv", a[6]) && a[7] == '.' && (!strcmp(a + 8, "weight") || !strcmp(a + 8, "bias"))) {
         *part = (int)(strchr("qkv", a[6]) - "qkv");
         snprintf(out, n, "%.*s.attn.qkv.%s", (int)(a - key), key, a + 8);
         return 1;
