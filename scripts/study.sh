@@ -1,49 +1,178 @@
 #!/usr/bin/env bash
-# study.sh — the ablation study of docs/results.md, three `sfvit ablate` grids with 3 seeds per
-# cell, then the figures of `sfvit plot`:
-#   norm   SimA's attn_norm l1 / l2 / none at the recipe's lr (2e-3) and at 5x that (1e-2)
-#   heads  4 heads vs 1 head, for SimA and for softmax attention (MSA)
-#   kinds  SimA, MSA (ViT layout), XCA, SimA (XCiT layout) and SOFT at width 64, 4 blocks
-# Usage: bash scripts/study.sh [DATA_ROOT] [key=value ...]
-#   DATA_ROOT: any ImageNet-format folder (DATA_ROOT/{train,val}/<class>/*); default: a
-#   10,000 / 2,000-image subset of Debian's Fashion-MNIST made in data/fmnist_study. The class
-#   count is read from the folder. key=value overrides go to every run (e.g. train.threads=2).
-# Environment: SEEDS (default 3), OUT (default runs/study), FIGURES (default docs/figures).
-# Re-running the same command continues an interrupted study: finished cells are not re-run.
+# study.sh — the reproduction study of docs/results.md: the SimA and SOFT papers' claims on
+# Fashion-MNIST, in stages that each resume where they stopped (a finished run is never trained
+# again, a finished evaluation never repeated), so the study can be spread over several
+# sittings of a 2-core machine:
+#   data      data/fmnist_split: train = the first 50,000 Fashion-MNIST training images, val =
+#             the last 10,000 (picks each arm's learning rate), test = the 10,000 test images
+#             (evaluated once per finished run, for the reported numbers)
+#   calib     every arm at lr 1e-3, 2e-3 and 4e-3, seed 0, 5 epochs, scored on val   (~90 min)
+#   main      every arm at its own lr (the best val top-1 of calib), seeds 0-4; seed 0 is the
+#             calibration run at that lr, linked, not trained again                  (~120 min)
+#   ablate    the papers' ablations at the arm's lr, 5 seeds each (l2 and no normalization,
+#             one head for SimA and softmax, ReLU, no LPI), and the lr ladder: l1 / l2 / none
+#             at 4x and 16x the SimA arm's lr, one seed each                          (~135 min)
+#   evaluate  every finished run on the test split (test.json, test_preds.csv.gz); SOFT arms
+#             with 1..40 Newton-Raphson iterations; ViT arms at test resolutions 28..56; the
+#             token-norm saliency of the SimA arms, trained and at initialization     (~20 min)
+#   sweep     `sfvit bench --token-sweep`: time and memory against the token count (wants an
+#             otherwise idle machine)                                                  (~15 min)
+#   report    the tables (`sfvit compare`) and figures (`sfvit plot`) of docs/results.md
+# The minutes are for an idle 2-core machine running two single-thread runs at a time.
+# Usage: bash scripts/study.sh [STAGE ...]        (default: every stage in order)
+# Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/sfvit ] || { meson setup build --buildtype=release && ninja -C build sfvit; }
-sfvit=$PWD/build/sfvit
-root=data/fmnist_study/fm
-if [ $# -gt 0 ] && [[ "$1" != *=* ]]; then root=$1; shift; fi
-if [ "$root" = data/fmnist_study/fm ] && [ ! -f data/fmnist_study/.complete ]; then
-  rm -rf data/fmnist_study && mkdir -p data/fmnist_study
-  (cd data/fmnist_study && source ../../tests/lib.sh && fmnist_subset "$sfvit" ../.. 10000 2000 && rm -f ./*.gz)
-  touch data/fmnist_study/.complete
-fi
-classes=$(find "$root/train" -mindepth 1 -maxdepth 1 -type d | wc -l)
-seeds=${SEEDS:-3}
-out=${OUT:-runs/study}
-figures=${FIGURES:-docs/figures}
-common=(data.root="$root" model.num_classes="$classes" train.out="$out" train.threads=1 "$@")
-c=configs
-status=0
-"$sfvit" ablate $c/study_vit.yaml "${common[@]}" train.name=norm \
-  model.attn_norm=l1,l2,none optim.lr=2e-3,1e-2 --seeds "$seeds" || status=1
-"$sfvit" ablate $c/study_vit.yaml "${common[@]}" train.name=heads \
-  model.attn=sima,msa model.num_heads=4,1 --seeds "$seeds" || status=1
-"$sfvit" ablate $c/study_vit.yaml,$c/study_vit_msa.yaml,$c/study_xcit.yaml,$c/study_xcit_sima.yaml,$c/study_soft.yaml \
-  "${common[@]}" train.name=kinds --seeds "$seeds" || status=1
-if "$sfvit" help | grep -q "^  plot"; then
-  mkdir -p "$figures"
-  for grid in norm heads kinds; do
-    "$sfvit" plot "$out/$grid" -o "$figures/study_$grid.png" || status=1
-  done
-  k=$out/kinds/config=study
-  "$sfvit" plot ${k}_vit/seed0 ${k}_vit_msa/seed0 ${k}_xcit/seed0 ${k}_xcit_sima/seed0 ${k}_soft/seed0 \
-    -o "$figures/study_kinds_curves.png" || status=1
-  n=$out/norm/attn_norm
-  "$sfvit" plot "$n=l1,lr=2e-3/seed0" "$n=l2,lr=2e-3/seed0" "$n=none,lr=2e-3/seed0" \
-    -o "$figures/study_norm_curves.png" || status=1
-fi
-exit $status
+[ -x build/sfvit ] || bash scripts/fmnist_data.sh
+sfvit=${SFVIT:-$PWD/build/sfvit}
+out=${OUT:-results/study}
+jobs=${JOBS:-2}
+split=data/fmnist_split
+arms=(vit_sima vit_msa vit_soft vit_softpp xcit_sima xcit_xca cvt_sima cvt_msa)
+lrs=1e-3,2e-3,4e-3
+seeds=5
+
+# parallel CMD...: the lines of standard input, each a command, run JOBS at a time; fails if any failed.
+parallel() { xargs -d '\n' -P "$jobs" -I{} bash -c '{}'; }
+
+stage_data() {
+  [ -f $split/.complete ] && return 0
+  local src=/usr/share/datasets/fashion-mnist names=configs/fmnist_classes.txt
+  rm -rf $split && mkdir -p $split
+  "$sfvit" data import-idx $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz $split/train --classes $names --range 0:50000
+  "$sfvit" data import-idx $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz $split/val --classes $names --range 50000:
+  "$sfvit" data import-idx $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz $split/test --classes $names
+  touch $split/.complete
+}
+
+# Each arm's calibration is its own grid: calib/<arm>/lr=<lr>/seed0.
+stage_calib() {
+  for a in "${arms[@]}"; do
+    echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
+  done | parallel
+}
+
+# The lr of an arm: the best final val top-1 of its calibration (the smaller lr on a tie).
+best_lr() { # ARM
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "final_top1_mean") col = i; next }
+           { v = $1; gsub(/"/, "", v); sub(/^lr=/, "", v); t = $col + 0;
+             if (col && $col != "" && $col != "NaN" && (!seen || t > best || (t == best && v + 0 < lr + 0))) { best = t; lr = v; seen = 1 } }
+           END { if (!seen) exit 1; print lr }' "$out/calib/$1/ablation.csv"
+}
+
+# results/study/lr/<arm>.yaml: the arm at its calibrated lr, the base of main and ablate.
+write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
+  local arm=$1 name=${2:-$1} lr; shift; [ $# -gt 0 ] && shift
+  lr=$(best_lr "$arm") || { echo "study: $arm has no finished calibration (run the calib stage)"; return 1; }
+  mkdir -p "$out/lr"
+  {
+    echo "# written by scripts/study.sh: configs/study/$arm.yaml at the lr its calibration chose"
+    echo "base: ../../../configs/study/$arm.yaml"
+    echo "optim:"
+    echo "  lr: $lr"
+    if [ $# -gt 0 ]; then echo "model:"; for kv in "$@"; do echo "  $kv"; done; fi
+  } > "$out/lr/$name.yaml"
+}
+
+stage_main() {
+  for a in "${arms[@]}"; do
+    write_lr_config "$a"
+    local lr; lr=$(best_lr "$a")
+    local cell=$out/main/$a/config=$a
+    mkdir -p "$cell"
+    [ -e "$cell/seed0" ] || ln -s "../../../calib/$a/lr=$lr/seed0" "$cell/seed0"
+    echo "'$sfvit' ablate $out/lr/$a.yaml train.out=$out/main train.name=$a --seeds $seeds > $out/logs/main_$a.log 2>&1"
+  done | parallel
+}
+
+stage_ablate() {
+  write_lr_config vit_sima vit_sima_l2 "attn_norm: l2"
+  write_lr_config vit_sima vit_sima_none "attn_norm: none"
+  write_lr_config vit_sima vit_sima_1head "num_heads: 1"
+  write_lr_config vit_msa vit_msa_1head "num_heads: 1"
+  write_lr_config vit_sima vit_sima_relu "act: relu"
+  write_lr_config xcit_sima xcit_sima_nolpi "lpi: false"
+  local lr x4 x16
+  lr=$(best_lr vit_sima)
+  x4=$(awk -v l="$lr" 'BEGIN { printf "%g", 4 * l }')
+  x16=$(awk -v l="$lr" 'BEGIN { printf "%g", 16 * l }')
+  {
+    for v in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head vit_sima_relu xcit_sima_nolpi; do
+      echo "'$sfvit' ablate $out/lr/$v.yaml train.out=$out/ablate train.name=$v --seeds $seeds > $out/logs/ablate_$v.log 2>&1"
+    done
+    echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
+  } | parallel
+}
+
+# Every finished run folder (result.json, not diverged) under DIR...
+finished_runs() { find "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | sort; }
+
+stage_evaluate() {
+  local r
+  # test top-1 and per-image predictions of every finished run
+  for r in $(finished_runs "$out/main" "$out/ablate" "$out/calib"); do
+    [ -f "$r/test.json" ] || [ ! -f "$r/last.safetensors" ] && continue
+    echo "'$sfvit' eval $r/last.safetensors --data $split --split test --json $r/test.json --save-preds $r/test_preds.csv > /dev/null && gzip -f $r/test_preds.csv"
+  done | parallel
+  # Newton-Raphson iterations at evaluation (SOFT arms), test resolutions (ViT arms)
+  for a in vit_soft vit_softpp; do
+    for r in $(finished_runs "$out/main/$a"); do
+      for it in 1 2 3 5 10 20 40; do
+        [ -f "$r/nr_iters_$it.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.nr_iters=$it --json $r/nr_iters_$it.json > /dev/null"
+      done
+    done
+  done | parallel
+  for a in vit_sima vit_msa vit_soft vit_softpp; do
+    for r in $(finished_runs "$out/main/$a"); do
+      for side in 36 44 56; do
+        [ -f "$r/img_size_$side.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.img_size=$side --json $r/img_size_$side.json > /dev/null"
+      done
+    done
+  done | parallel
+  # token-norm saliency of the SimA arms: trained, and the same config at initialization
+  for a in vit_sima xcit_sima; do
+    for r in $(finished_runs "$out/main/$a"); do
+      [ -f "$r/saliency.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --json $r/saliency.json > /dev/null"
+    done
+  done | parallel
+}
+
+stage_sweep() {
+  mkdir -p "$out/sweep"
+  [ -f "$out/sweep/sweep.csv" ] || "$sfvit" bench --token-sweep -o "$out/sweep/sweep.csv" train.threads=1 | tee "$out/sweep/sweep.txt"
+}
+
+stage_report() {
+  local rep=$out/report fig=docs/figures
+  mkdir -p "$rep" "$fig"
+  local m=$out/main a=$out/ablate
+  cmp() { # NAME BASE OTHER...: paired test-set differences
+    local name=$1; shift
+    "$sfvit" compare "$@" --file test.json --metric top1 -o "$rep/$name.md" > /dev/null
+  }
+  cmp kinds_vit $m/vit_msa/config=vit_msa $m/vit_sima/config=vit_sima $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
+  cmp kinds_xcit $m/xcit_xca/config=xcit_xca $m/xcit_sima/config=xcit_sima
+  cmp kinds_cvt $m/cvt_msa/config=cvt_msa $m/cvt_sima/config=cvt_sima
+  cmp norm $m/vit_sima/config=vit_sima $a/vit_sima_l2/config=vit_sima_l2 $a/vit_sima_none/config=vit_sima_none
+  cmp heads_sima $m/vit_sima/config=vit_sima $a/vit_sima_1head/config=vit_sima_1head
+  cmp heads_msa $m/vit_msa/config=vit_msa $a/vit_msa_1head/config=vit_msa_1head
+  cmp relu $m/vit_sima/config=vit_sima $a/vit_sima_relu/config=vit_sima_relu
+  cmp lpi $m/xcit_sima/config=xcit_sima $a/xcit_sima_nolpi/config=xcit_sima_nolpi
+  cmp soft_pp $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
+  local dirs=()
+  for x in "${arms[@]}"; do dirs+=("$m/$x/config=$x"); done
+  "$sfvit" plot --dots "${dirs[@]}" -o $fig/study_arms.png
+  "$sfvit" plot "${dirs[@]}" -o $fig/study_curves.png
+  [ -f "$out/sweep/sweep.csv" ] && "$sfvit" plot "$out/sweep/sweep.csv" -o $fig/study_scaling.png
+  return 0
+}
+
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(data calib main ablate evaluate sweep report)
+mkdir -p "$out/logs"
+for s in "${stages[@]}"; do
+  case $s in
+    data|calib|main|ablate|evaluate|sweep|report) echo "== study: $s ($(date -u +%H:%M:%S))"; "stage_$s" ;;
+    *) echo "study.sh: unknown stage '$s' (data calib main ablate evaluate sweep report)" >&2; exit 2 ;;
+  esac
+done
