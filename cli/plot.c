@@ -527,7 +527,7 @@ static int draw_chart(const chart_row *rows, int n, const char *subject, const c
     draw_line(&im, p.x0, p.y0, p.x0, p.y1, AXIS, 2, 0);
     draw_line(&im, p.x0, p.y1, p.x1, p.y1, AXIS, 2, 0);
     const int rc = sf_image_write_png(out, &im);
-    if (rc == 0) printf("wrote %s (%dx%d): %d variants\n", out, im.w, im.h, n);
+    if (rc == 0) printf("wrote %s (%dx%d): %d variants, x axis from %g to %g\n", out, im.w, im.h, n, p.xmin, p.xmax);
     free(im.px);
     return rc ? 1 : 0;
 }
