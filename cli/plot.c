@@ -555,8 +555,9 @@ int sf_cmd_plot(int argc, char **argv) {
                 "sfvit plot --dots VARIANT_DIR... -o dots.png");
         return 2;
     }
-    if (!metric) metric = "final_top1";
-    if (!file) file = "result.json";
+    static const char default_metric[] = "final_top1", default_file[] = "result.json";
+    if (!metric) metric = default_metric;
+    if (!file) file = default_file;
     const int ablation = is_dir_with(dirs[0], "ablation.csv");
     if (ablation || dots) {
         if (ablation && !dots && n > 1) {
@@ -584,6 +585,7 @@ int sf_cmd_plot(int argc, char **argv) {
         chart_rows_free(rows, n_rows);
         return rc ? 1 : 0;
     }
-    if (bars) sf_warn("plot: --bars is for an ablation or --dots chart; curves are drawn");
+    if (bars || metric != default_metric || file != default_file)
+        sf_warn("plot: --bars, --metric and --file are for an ablation or --dots chart; curves are drawn");
     return plot_runs(dirs, n, out);
 }
