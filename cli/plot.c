@@ -126,7 +126,7 @@ static int run_read(const char *dir, run_curves *r) {
     FILE *f = fopen(path, "r");
     if (!f) {
         sf_error("plot: cannot read %s: %s", path, strerror(errno));
-        sf_hint("give run folders (with metrics.csv) or an ablation folder (with ablation.csv)");
+        sf_hint("give run folders (with metrics.csv), variant folders (seed<S>/ runs) or an ablation folder (with ablation.csv)");
         return -1;
     }
     char *names[32], header[1024];

@@ -92,7 +92,7 @@ int seed_dirs_list(const char *dir, long **seeds) {
         (*seeds)[n++] = strtol(p + 4, NULL, 10);
     }
     closedir(d);
-    qsort(*seeds, (size_t)n, sizeof(long), cmp_long);
+    if (n > 1) qsort(*seeds, (size_t)n, sizeof(long), cmp_long);
     return n;
 }
 
