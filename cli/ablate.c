@@ -12,8 +12,8 @@
  * diverged) leaves result.json there and is never run again: re-running the same command
  * continues the study, and a cell that was interrupted resumes from its last.safetensors.
  * After every cell the tables are rewritten (temp file, fsync, rename): ablation.md and
- * ablation.csv (one row per variant: mean ± sample std over its finished seeds) and runs.csv
- * (one row per cell). A diverged cell shows NaN and the step of the NaN/Inf; it is left out
+ * ablation.csv (one row per variant: mean ± sample std over its finished seeds and the 95 %
+ * Student-t interval of that mean) and runs.csv (one row per cell). A diverged cell shows NaN and the step of the NaN/Inf; it is left out
  * of its variant's mean and counted in its status.
  *
  * Deliberately not here: running cells in parallel (one run already uses every core).
@@ -30,6 +30,7 @@
 
 #include "sfvit/dist.h"
 #include "cli.h"
+#include "seeds.h"
 
 #define MAX_AXES 8
 #define MAX_VALUES 16
@@ -90,15 +91,6 @@ static int write_atomic(const char *path, void (*fill)(FILE *, const void *), co
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-/* Mean and sample standard deviation (n - 1); std is NaN below two values. */
-static void mean_std(const double *v, int n, double *mean, double *std) {
-    double s = 0, ss = 0;
-    for (int i = 0; i < n; i++) s += v[i];
-    *mean = n ? s / n : NAN;
-    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
-    *std = n > 1 ? sqrt(ss / (n - 1)) : NAN;
 }
 
 /* ---- the command line ---- */
@@ -421,7 +413,8 @@ static int cell_run(const study *s, cell *c) {
 
 typedef struct variant_summary {
     int done, ok, diverged, errors;
-    double final_mean, final_std, best_mean, best_std, img_s;
+    seed_stats final, best;        // over the ok seeds: mean, std, 95 % interval of the mean
+    double img_s;
     char status[256];
 } variant_summary;
 
@@ -450,10 +443,9 @@ static void summarize(const study *s, int v, variant_summary *out) {
                                          c->diverged_step);
         }
     }
-    mean_std(fin, out->ok, &out->final_mean, &out->final_std);
-    mean_std(best, out->ok, &out->best_mean, &out->best_std);
-    double unused;
-    mean_std(img, n_img, &out->img_s, &unused);
+    out->final = seed_stats_of(fin, out->ok);
+    out->best = seed_stats_of(best, out->ok);
+    out->img_s = seed_stats_of(img, n_img).mean;
     used = 0;
     char *st = out->status;
     const size_t cap = sizeof out->status;
@@ -469,10 +461,17 @@ static void summarize(const study *s, int v, variant_summary *out) {
 }
 
 /* "85.10 ± 0.32", "85.10" (one seed), "NaN" (every seed diverged) or "–" (nothing yet). */
-static const char *fmt_mean_std(char *buf, size_t size, const variant_summary *vs, double mean, double std) {
+static const char *fmt_mean_std(char *buf, size_t size, const variant_summary *vs, const seed_stats *st) {
     if (vs->ok == 0) snprintf(buf, size, "%s", vs->diverged ? "NaN" : "–");
-    else if (isfinite(std)) snprintf(buf, size, "%.2f ± %.2f", mean, std);
-    else snprintf(buf, size, "%.2f", mean);
+    else if (isfinite(st->std)) snprintf(buf, size, "%.2f ± %.2f", st->mean, st->std);
+    else snprintf(buf, size, "%.2f", st->mean);
+    return buf;
+}
+
+/* "[84.30, 85.90]", or "–" below two finished seeds. */
+static const char *fmt_interval(char *buf, size_t size, const seed_stats *st) {
+    if (isfinite(st->lo)) snprintf(buf, size, "[%.2f, %.2f]", st->lo, st->hi);
+    else snprintf(buf, size, "–");
     return buf;
 }
 
@@ -494,23 +493,24 @@ static const char *cell_status_text(char *buf, size_t size, const cell *c) {
 
 static void fill_markdown(FILE *f, const void *arg) {
     const study *s = arg;
-    char a[64], b[64], c3[64], st[64];
+    char a[64], b[64], c3[64], ci[64], st[64];
     fprintf(f, "# Ablation of %s\n\n", s->base);
     fprintf(f,
             "%d seed%s per variant (train.seed + 0..%d). Top-1 on the val split in percent: mean ± sample "
             "standard deviation (n − 1) over the seeds that finished; a seed that diverged (NaN/Inf) is left "
-            "out of the mean and named in the status with its step. Train img/s: mean over seeds of each run's "
-            "median log-line rate.\n\n",
+            "out of the mean and named in the status with its step. 95 %% CI: the 95 %% confidence interval "
+            "of the final top-1 mean, mean ± t(0.975, n − 1) · std / √n over the n finished seeds (none below "
+            "two). Train img/s: mean over seeds of each run's median log-line rate.\n\n",
             s->seeds, s->seeds > 1 ? "s" : "", s->seeds - 1);
-    fprintf(f, "| variant | final top-1 | best top-1 | seeds | train img/s | params | MMACs/img | exp()/img | status |\n");
-    fprintf(f, "|---|---|---|---|---|---|---|---|---|\n");
+    fprintf(f, "| variant | final top-1 | 95 %% CI | best top-1 | seeds | train img/s | params | MMACs/img | exp()/img | status |\n");
+    fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int v = 0; v < s->n_variants; v++) {
         const variant *var = &s->variants[v];
         variant_summary vs;
         summarize(s, v, &vs);
-        fprintf(f, "| %s | %s | %s | %d/%d | %s | %.0f | %.2f | %.0f | %s |\n", var->name,
-                fmt_mean_std(a, sizeof a, &vs, vs.final_mean, vs.final_std),
-                fmt_mean_std(b, sizeof b, &vs, vs.best_mean, vs.best_std), vs.ok, s->seeds,
+        fprintf(f, "| %s | %s | %s | %s | %d/%d | %s | %.0f | %.2f | %.0f | %s |\n", var->name,
+                fmt_mean_std(a, sizeof a, &vs, &vs.final), fmt_interval(ci, sizeof ci, &vs.final),
+                fmt_mean_std(b, sizeof b, &vs, &vs.best), vs.ok, s->seeds,
                 isfinite(vs.img_s) ? fmt_num(c3, sizeof c3, "%.0f", vs.img_s) : "–", var->params, var->macs / 1e6, var->exps, vs.status);
     }
     fprintf(f, "\n## Runs\n\n| variant | seed | final top-1 | best top-1 | epochs | train img/s | time (s) | status |\n");
@@ -532,15 +532,17 @@ static void csv_number(FILE *f, const char *fmt, double x) {
 static void fill_csv(FILE *f, const void *arg) {
     const study *s = arg;
     fprintf(f, "variant,seeds,seeds_ok,seeds_diverged,final_top1_mean,final_top1_std,best_top1_mean,best_top1_std,"
+               "final_top1_ci95_lo,final_top1_ci95_hi,best_top1_ci95_lo,best_top1_ci95_hi,"
                "train_img_per_s,params,macs,exp_per_img,status\n");
     for (int v = 0; v < s->n_variants; v++) {
         variant_summary vs;
         summarize(s, v, &vs);
         const variant *var = &s->variants[v];
         fprintf(f, "\"%s\",%d,%d,%d,", var->name, vs.done, vs.ok, vs.diverged);
-        const double cols[5] = {vs.final_mean, vs.final_std, vs.best_mean, vs.best_std, vs.img_s};
-        for (int i = 0; i < 5; i++) {
-            csv_number(f, i == 4 ? "%.1f" : "%.4f", cols[i]);
+        const double cols[9] = {vs.final.mean, vs.final.std, vs.best.mean, vs.best.std, vs.final.lo,
+                                vs.final.hi,   vs.best.lo,   vs.best.hi,    vs.img_s};
+        for (int i = 0; i < 9; i++) {
+            csv_number(f, i == 8 ? "%.1f" : "%.4f", cols[i]);
             fputc(',', f);
         }
         fprintf(f, "%.0f,%.0f,%.0f,\"%s\"\n", var->params, var->macs, var->exps, vs.status);  // "1/3 diverged at step 5, 9"

@@ -63,6 +63,7 @@ int sf_cmd_viz(int argc, char **argv);
 int sf_cmd_convert(int argc, char **argv);
 int sf_cmd_data(int argc, char **argv);
 int sf_cmd_ablate(int argc, char **argv);
+int sf_cmd_compare(int argc, char **argv);
 int sf_cmd_bench(int argc, char **argv);
 int sf_cmd_plot(int argc, char **argv);
 int sf_cmd_predict(int argc, char **argv);

@@ -32,6 +32,29 @@ void fill_rect(sf_image *im, int x0, int y0, int x1, int y1, rgb c) {
         for (int x = x0; x <= x1; x++) put(im, x, y, c);
 }
 
+static uint8_t mix(uint8_t under, uint8_t over, double alpha) {
+    return (uint8_t)lround(under + (over - under) * alpha);
+}
+
+void blend(sf_image *im, int x, int y, rgb c, double alpha) {
+    if (x < 0 || y < 0 || x >= im->w || y >= im->h) return;
+    uint8_t *p = im->px + ((size_t)y * im->w + x) * 3;
+    p[0] = mix(p[0], c.r, alpha);
+    p[1] = mix(p[1], c.g, alpha);
+    p[2] = mix(p[2], c.b, alpha);
+}
+
+rgb tint(rgb c, double alpha) {
+    rgb t = {mix(255, c.r, alpha), mix(255, c.g, alpha), mix(255, c.b, alpha)};
+    return t;
+}
+
+void fill_circle(sf_image *im, int cx, int cy, int r, rgb c) {
+    for (int y = -r; y <= r; y++)
+        for (int x = -r; x <= r; x++)
+            if (x * x + y * y <= r * r + r) put(im, cx + x, cy + y, c);
+}
+
 /* A line `thick` pixels wide; dash > 0 draws dash pixels, skips dash/2 + 2, and so on. */
 void draw_line(sf_image *im, int x0, int y0, int x1, int y1, rgb c, int thick, int dash) {
     int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;

@@ -21,6 +21,11 @@ enum { FONT_W = 5, FONT_H = 8, FONT_SCALE = 2, CHAR_ADVANCE = (FONT_W + 1) * FON
 /* im is RGB (c = 3); pixels outside it are skipped. */
 void put(sf_image *im, int x, int y, rgb c);
 void fill_rect(sf_image *im, int x0, int y0, int x1, int y1, rgb c);
+/* c mixed into the pixel at (x, y) with weight alpha (0 keeps it, 1 replaces it): a translucent
+ * band; tint(c, alpha) is its colour over the white background. */
+void blend(sf_image *im, int x, int y, rgb c, double alpha);
+rgb tint(rgb c, double alpha);
+void fill_circle(sf_image *im, int cx, int cy, int r, rgb c);
 /* A line `thick` pixels wide; dash > 0 draws dash pixels, skips dash/2 + 2, and so on. */
 void draw_line(sf_image *im, int x0, int y0, int x1, int y1, rgb c, int thick, int dash);
 int text_width(const char *s);

@@ -32,10 +32,32 @@ const cli_command cli_commands[] = {
      "    Each key=a,b[,c] is an axis; key=value fixes a key for every variant; BASE1.yaml,BASE2.yaml\n"
      "    is an axis of configs. --seeds N trains each variant with train.seed + 0..N-1. Cells run\n"
      "    round by round; the same command again continues an interrupted study (finished cells\n"
-     "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std over seeds), runs.csv.\n", 1, 1, {{"--seeds", "N"}}},
+     "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std and the 95 % interval of\n"
+     "    the mean over seeds), runs.csv.\n", 1, 1, {{"--seeds", "N"}}},
+    {"compare", sf_cmd_compare,
+     "compare BASE_DIR OTHER_DIR... [--margin M]   variants vs a base, paired by seed, with verdicts\n"
+     "    Each DIR is a variant folder of `sfvit ablate` (<grid>/<variant>/, holding seed<S>/). Reads\n"
+     "    the number --metric KEY (final_top1) of --file NAME (result.json) in every seed folder, e.g.\n"
+     "    --file test.json --metric top1. Only seeds with a value in both folders pair (the count is\n"
+     "    shown). Per OTHER: differences other - base per seed, their mean, its 95 % Student-t\n"
+     "    interval, wins/ties/losses, and a verdict with the equivalence margin --margin M (0.5):\n"
+     "      better / worse          the interval lies above / below 0\n"
+     "      ..., within margin      added when it also lies inside ±M (real but smaller than M)\n"
+     "      equivalent              the interval contains 0 and lies inside ±M\n"
+     "      inconclusive            the interval contains 0 and reaches past ±M\n"
+     "      too few pairs           fewer than 2 pairs\n"
+     "    Diverged seeds (status not ok, null/NaN value) and missing files are counted and named.\n"
+     "    Prints a markdown table; -o OUT.md writes it, -o OUT.csv writes one CSV row per OTHER.\n", 0, -1,
+     {{"--metric", "KEY"}, {"--file", "NAME"}, {"--margin", "M"}, {"-o", "OUT.md|OUT.csv"}}},
     {"plot", sf_cmd_plot,
-     "plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
-     "  plot ABLATION_DIR -o bars.png         an ablation's variants, mean ± std error bars\n", 0, 64, {{"-o", "OUT.png"}}},
+     "plot DIR... -o curves.png             loss and top-1 per epoch of runs or variants (PNG)\n"
+     "    A DIR holding seed<S>/ runs is a variant: the mean over its seeds and a band from their\n"
+     "    min to max (val); seeds that diverged are left out and named in the legend.\n"
+     "  plot ABLATION_DIR -o dots.png         an ablation's variants: the mean as a dot, its 95 % t\n"
+     "    interval and a mark per seed, on an axis spanning the values; --bars: bars from 0.\n"
+     "  plot --dots VARIANT_DIR... -o dots.png   the same chart for variant folders of any grids.\n"
+     "    --metric KEY (final_top1) of --file NAME (result.json) in each seed folder, for the charts.\n", 0, 64,
+     {{"-o", "OUT.png"}, {"--bars", NULL}, {"--dots", NULL}, {"--metric", "KEY"}, {"--file", "NAME"}}},
     {"bench", sf_cmd_bench,
      "bench CONFIG [key=value ...]          time training and inference steps\n"
      "    [--steps N] [--warmup N] [--no-infer]\n", 1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}}},

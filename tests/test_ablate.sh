@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Integration tests of `sfvit ablate --seeds` on real Fashion-MNIST data (a small subset): the
-# tables (mean and sample std checked against the runs), a diverging variant shown as NaN with
+# tables (mean, sample std and the 95 % Student-t interval of the mean checked against the runs), a diverging variant shown as NaN with
 # its step, the cell order, resuming after the process is killed mid-grid without re-running
 # finished cells, and a changed study refused in an existing folder.
 # Usage: test_ablate.sh SFVIT_BINARY SOURCE_ROOT
@@ -35,7 +35,7 @@ check "cell folders <variant>/seed<S>" test -s "$D/attn_norm=none,lr=1e-3/seed1/
 div=$(grep -c '^"attn_norm=[a-z0-9]*,lr=10",[01],diverged,[1-9][0-9]*,[0-9]*,nan,' $D/runs.csv)
 check "runs.csv: 4 diverged cells with step and NaN top-1" test "$div" -eq 4
 check "ablation.md: diverged variants show NaN and the steps" \
-  grep -qE '^\| attn_norm=l1,lr=10 \| NaN \| NaN \| 0/2 \|.*\| 2/2 diverged at step [0-9]+, [0-9]+ \|$' $D/ablation.md
+  grep -qE '^\| attn_norm=l1,lr=10 \| NaN \| – \| NaN \| 0/2 \|.*\| 2/2 diverged at step [0-9]+, [0-9]+ \|$' $D/ablation.md
 step=$(rows attn_norm=l1,lr=10 $D/runs.csv | grep '^0,' | cut -d, -f3)
 check "the step is the trainer's" grep -q "\"event\":\"diverged\",\"step\":$step," "$D/attn_norm=l1,lr=10/seed0/log.jsonl"
 
@@ -54,11 +54,30 @@ for v in attn_norm=l1,lr=1e-3 attn_norm=none,lr=1e-3; do
   have=$(rows "$v" $D/ablation.csv | awk -F, '{printf "%.2f %.2f %.2f %.2f", $4, $5, $6, $7}')
   check "$v: mean ± std in ablation.csv ($have)" test "$want" = "$have"
   read -r mf sf _ <<< "$want"
-  check "$v: mean ± std in ablation.md" grep -q "^| $v | $mf ± $sf |" $D/ablation.md
+  # the 95 % interval of the mean: mean ± t(0.975, 1) · std / √2 with t(0.975, 1) = 12.706205
+  ci=$(rows "$v" $D/runs.csv | awk -F, '{f[NR]=$5; b[NR]=$6} END {
+    mf=(f[1]+f[2])/2; mb=(b[1]+b[2])/2; hf=12.706205*sqrt((f[1]-mf)^2+(f[2]-mf)^2)/sqrt(2)
+    hb=12.706205*sqrt((b[1]-mb)^2+(b[2]-mb)^2)/sqrt(2); printf "%.4f %.4f %.4f %.4f", mf-hf, mf+hf, mb-hb, mb+hb}')
+  have=$(rows "$v" $D/ablation.csv | awk -F, '{printf "%.4f %.4f %.4f %.4f", $8, $9, $10, $11}')
+  check "$v: 95 % interval in ablation.csv ($have, recomputed $ci)" python3 -c "
+import sys; a, b = '$ci'.split(), '$have'.split(); sys.exit(max(abs(float(x) - float(y)) for x, y in zip(a, b)) > 2e-4)"
+  read -r lo hi _ <<< "$ci"
+  check "$v: mean ± std and the interval in ablation.md" \
+    grep -q "^| $v | $mf ± $sf | \[$(printf %.2f "$lo"), $(printf %.2f "$hi")\] |" $D/ablation.md
 done
+check "ablation.csv: the interval columns" \
+  grep -q '^variant,.*,best_top1_std,final_top1_ci95_lo,final_top1_ci95_hi,best_top1_ci95_lo,best_top1_ci95_hi,train_img_per_s,' $D/ablation.csv
+check "ablation.md: the interval is defined" grep -q 'mean ± t(0.975, n − 1) · std / √n' $D/ablation.md
 check "ablation.csv: counts and status of a finished variant" \
   grep -q '^"attn_norm=l1,lr=1e-3",2,2,0,.*,"ok"$' $D/ablation.csv
 check "ablation.md: exp() and MACs columns" grep -q '| train img/s | params | MMACs/img | exp()/img |' $D/ablation.md
+
+# ---- sfvit compare on the grid's own result.json files: pairs by seed, diverged seeds counted ----
+out=$("$SFVIT" compare "$D/attn_norm=l1,lr=1e-3" "$D/attn_norm=none,lr=1e-3" "$D/attn_norm=l1,lr=10" -o cmp.csv 2>&1); rc=$?
+check "compare on the grid exits 0" test $rc -eq 0
+check "compare: 2 pairs with the other finished variant" grep -q '^"grid/attn_norm=l1,lr=1e-3","grid/attn_norm=none,lr=1e-3","result.json","final_top1",0.5,2,2,0,0,2,0,0,' cmp.csv
+check "compare: the diverged variant has no pair, 2/2 diverged, too few pairs" \
+  grep -q '^| grid/attn_norm=l1,lr=10 | 0 | 2/2 | – | – | – | – | 0/0/0 | too few pairs |$' <<< "$out"
 
 # ---- the same command again: nothing is re-run ----
 sum_before=$(cat $D/*/seed*/log.jsonl | md5sum)
