@@ -4,6 +4,7 @@
  *                                         (solid), of one or more runs, one colour per run
  *   sfvit plot ABLATION_DIR -o bars.png   each variant's final val top-1 as a bar: mean over
  *                                         its seeds, ± one sample std, a dot per seed
+ *   sfvit plot SWEEP.csv -o scaling.png   a `bench --token-sweep`, log-log (cli/plot_scaling.c)
  * A folder holding ablation.csv is an ablation (sfvit ablate); any other must hold the
  * metrics.csv of a run. The drawing itself (canvas, bitmap font, axes) is cli/draw.c.
  */
@@ -30,7 +31,7 @@ static int is_dir_with(const char *dir, const char *file) {
 }
 
 /* Splits a CSV line in place at commas outside double quotes (quotes removed). */
-static int csv_split(char *line, char **fields, int max) {
+int csv_split(char *line, char **fields, int max) {
     int n = 0, quoted = 0;
     char *w = line, *start = line;
     for (char *r = line;; r++) {
@@ -51,13 +52,13 @@ static int csv_split(char *line, char **fields, int max) {
     return n;
 }
 
-static int column(char **names, int n, const char *want) {
+int column(char **names, int n, const char *want) {
     for (int i = 0; i < n; i++)
         if (!strcmp(names[i], want)) return i;
     return -1;
 }
 
-static double field_number(char **f, int n, int col) {
+double field_number(char **f, int n, int col) {
     if (col < 0 || col >= n || !*f[col]) return NAN;
     char *end;
     double v = strtod(f[col], &end);
@@ -404,6 +405,12 @@ int sf_cmd_plot(int argc, char **argv) {
         else if (!n) sf_error("plot: no run or ablation folder given");
         sf_hint("usage: sfvit plot RUN_DIR... -o curves.png  |  sfvit plot ABLATION_DIR -o bars.png");
         return 2;
+    }
+    const int sweep = plot_is_sweep_csv(dirs[0]);
+    if (sweep < 0) return 1;
+    if (sweep) {
+        if (n > 1) return cli_usage_error("plot", "a sweep CSV is plotted alone (%s)", dirs[0]);
+        return plot_scaling(dirs[0], out);
     }
     if (is_dir_with(dirs[0], "ablation.csv")) {
         if (n > 1) {

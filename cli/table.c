@@ -35,10 +35,22 @@ const cli_command cli_commands[] = {
      "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std over seeds), runs.csv.\n", 1, 1, {{"--seeds", "N"}}},
     {"plot", sf_cmd_plot,
      "plot RUN_DIR... -o curves.png         loss and top-1 per epoch of runs (PNG)\n"
-     "  plot ABLATION_DIR -o bars.png         an ablation's variants, mean ± std error bars\n", 0, 64, {{"-o", "OUT.png"}}},
+     "  plot ABLATION_DIR -o bars.png         an ablation's variants, mean ± std error bars\n"
+     "  plot SWEEP.csv -o scaling.png         a bench --token-sweep: log-log time and memory vs N\n", 0, 64, {{"-o", "OUT.png"}}},
     {"bench", sf_cmd_bench,
      "bench CONFIG [key=value ...]          time training and inference steps\n"
-     "    [--steps N] [--warmup N] [--no-infer]\n", 1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}}},
+     "    [--steps N] [--warmup N] [--no-infer]\n"
+     "  bench --token-sweep [-o sweep.csv]    time and memory vs token count N per attention kind\n"
+     "    [--kinds LIST] [--tokens MIN:MAX] [--dh D] [--heads H] [key=value ...]: a one-block model per\n"
+     "    kind and N (two per octave, default 64:8192), batch 1, inference forward and training step\n"
+     "    (with AdamW); kinds msa, sima_qk_first, sima_kv_first, sima_auto, xca (default all);\n"
+     "    D_h default 64, heads 2.\n"
+     "    [--steps N] [--min-time S] reps per point: the median of >= N (3) and >= S seconds (0.3);\n"
+     "    [--warmup N] (1); [--mem-cap GIB] points estimated above it (8) are written as skipped.\n"
+     "    CSV kind,N,phase,ms,peak_bytes,macs,status,...; prints the log-log slopes. sfvit plot draws it.\n",
+     1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}, {"--token-sweep", NULL}, {"-o", "OUT.csv"},
+            {"--kinds", "LIST"}, {"--tokens", "MIN:MAX"}, {"--dh", "D"}, {"--heads", "H"}, {"--mem-cap", "GIB"},
+            {"--min-time", "S"}}},
     {"dump", sf_cmd_dump,
      "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n", 1, 1, {{"--weights", "W"}, {"--input", "IN"}, {"--out", "OUT"}}},
     {"predict", sf_cmd_predict,
