@@ -289,13 +289,13 @@ typedef struct point {
 static const char *const PHASE_NAME[2] = {"infer", "train"};
 
 /* Per kind and phase: the slopes of time over the upper half of the range and over all
- * points, of the MACs over the upper half, of the peak memory over the upper half. */
+ * points, and over the upper half those of the MACs, the peak resident set and the arena. */
 static void print_slopes(const point *pts, int n_pts, const int *kinds, int n_kinds, double n_split) {
     printf("\nlog-log slopes (least squares of log y on log N; upper: N >= %.0f, the upper half of the range)\n",
            n_split);
-    printf("  %-15s %-6s %6s %11s %9s %11s %11s\n", "kind", "phase", "points", "time upper", "time all",
-           "MACs upper", "peak upper");
-    double x[MAX_POINTS], t[MAX_POINTS], xu[MAX_POINTS], tu[MAX_POINTS], mu[MAX_POINTS], pu[MAX_POINTS];
+    printf("  %-15s %-6s %6s %11s %9s %11s %11s %11s\n", "kind", "phase", "points", "time upper", "time all",
+           "MACs upper", "peak upper", "arena upper");
+    double x[MAX_POINTS], t[MAX_POINTS], xu[MAX_POINTS], tu[MAX_POINTS], mu[MAX_POINTS], pu[MAX_POINTS], au[MAX_POINTS];
     for (int ki = 0; ki < n_kinds; ki++)
         for (int ph = 0; ph < 2; ph++) {
             int n = 0, nu = 0;
@@ -303,12 +303,15 @@ static void print_slopes(const point *pts, int n_pts, const int *kinds, int n_ki
                 const point *p = &pts[i];
                 if (p->kind != kinds[ki] || p->skipped[ph]) continue;
                 x[n] = p->N, t[n++] = p->r[ph].ms;
-                if (p->N >= n_split) xu[nu] = p->N, tu[nu] = p->r[ph].ms, mu[nu] = p->macs, pu[nu++] = p->r[ph].peak_bytes;
+                if (p->N >= n_split)
+                    xu[nu] = p->N, tu[nu] = p->r[ph].ms, mu[nu] = p->macs, pu[nu] = p->r[ph].peak_bytes,
+                    au[nu++] = p->r[ph].arena_bytes;
             }
-            const double slopes[4] = {sweep_loglog_slope(xu, tu, nu), sweep_loglog_slope(x, t, n),
-                                      sweep_loglog_slope(xu, mu, nu), sweep_loglog_slope(xu, pu, nu)};
+            const double slopes[5] = {sweep_loglog_slope(xu, tu, nu), sweep_loglog_slope(x, t, n),
+                                      sweep_loglog_slope(xu, mu, nu), sweep_loglog_slope(xu, pu, nu),
+                                      sweep_loglog_slope(xu, au, nu)};
             printf("  %-15s %-6s %6d", SWEEP_KINDS[kinds[ki]].name, PHASE_NAME[ph], n);
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 5; j++)
                 if (isfinite(slopes[j])) printf(" %*.2f", j == 1 ? 9 : 11, slopes[j]);
                 else printf(" %*s", j == 1 ? 9 : 11, "-");
             printf("\n");
@@ -381,9 +384,11 @@ int cli_bench_token_sweep(cli_args *args) {
     point *pts = sf_calloc((size_t)n_kinds * n_sides, sizeof(point));
     int n_pts = 0;
     const double cap = cap_gib * 1073741824.0;
-    for (int ki = 0; ki < n_kinds; ki++) {
-        const sweep_kind *k = &SWEEP_KINDS[kinds[ki]];
-        for (int si = 0; si < n_sides; si++) {
+    /* N outer, kinds inner: on a machine whose speed drifts, the kinds at one N are measured
+     * close together in time, so their comparison suffers less than one kind's whole line. */
+    for (int si = 0; si < n_sides; si++) {
+        for (int ki = 0; ki < n_kinds; ki++) {
+            const sweep_kind *k = &SWEEP_KINDS[kinds[ki]];
             if (kind_config(&cfg, k, sides[si], dh, heads, over, n_over)) return 1;
             point *p = &pts[n_pts++];
             p->kind = kinds[ki];
