@@ -204,7 +204,8 @@ int sf_cmd_bench(int argc, char **argv) {
               infer = !cli_get(&args, "bench", "--no-infer");
     cli_args_free(&args);
     if (!config_path || steps < 1) {
-        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]");
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]"
+                 "  |  sfvit bench --token-sweep [-o sweep.csv] [...]");
         return 2;
     }
     sf_config cfg;

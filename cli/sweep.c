@@ -386,10 +386,14 @@ int cli_bench_token_sweep(cli_args *args) {
     const double cap = cap_gib * 1073741824.0;
     /* N outer, kinds inner: on a machine whose speed drifts, the kinds at one N are measured
      * close together in time, so their comparison suffers less than one kind's whole line. */
-    for (int si = 0; si < n_sides; si++) {
-        for (int ki = 0; ki < n_kinds; ki++) {
+    int rc = 0;
+    for (int si = 0; si < n_sides && rc == 0; si++) {
+        for (int ki = 0; ki < n_kinds && rc == 0; ki++) {
             const sweep_kind *k = &SWEEP_KINDS[kinds[ki]];
-            if (kind_config(&cfg, k, sides[si], dh, heads, over, n_over)) return 1;
+            if (kind_config(&cfg, k, sides[si], dh, heads, over, n_over)) {
+                rc = 1;
+                break;
+            }
             point *p = &pts[n_pts++];
             p->kind = kinds[ki];
             p->N = tokens_of(k->layout, sides[si]);
@@ -406,7 +410,11 @@ int cli_bench_token_sweep(cli_args *args) {
             sf_tensor x = {.ndim = 4, .shape = {1, mc->in_chans, mc->img_size, mc->img_size}};
             int label = 0;
             if (!p->skipped[0] || !p->skipped[1]) {
-                if (!(m = sf_model_build(mc, &ps))) return 1;
+                if (!(m = sf_model_build(mc, &ps))) {
+                    sf_params_free(&ps);
+                    rc = 1;
+                    break;
+                }
                 sf_params_alloc(&ps);
                 sf_rng rng;
                 sf_rng_seed(&rng, cfg.train.seed + 17);
@@ -442,8 +450,8 @@ int cli_bench_token_sweep(cli_args *args) {
             sf_params_free(&ps);
         }
     }
-    int rc = fclose(csv) ? sf_error("bench: writing %s: %s", out, strerror(errno)) : 0;
-    print_slopes(pts, n_pts, kinds, n_kinds, sqrt((double)lo * hi));
+    if (fclose(csv)) rc = sf_error("bench: writing %s: %s", out, strerror(errno));
+    if (rc == 0) print_slopes(pts, n_pts, kinds, n_kinds, sqrt((double)lo * hi));
     if (rc == 0) printf("wrote %s (%d rows); draw it with: sfvit plot %s -o scaling.png\n", out, 2 * n_pts, out);
     free(pts);
     return rc ? 1 : 0;
