@@ -6,7 +6,8 @@
  * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
  * VmHWM, read before any inference batch) next to the resident set before the model was built
  * (`base_rss_mib`), the work per image (`train_gflop_per_img`, `infer_gflop_per_img`) and the
- * measured sgemm rate (`sgemm_peak_gflops`). `--no-infer` skips the inference batches. */
+ * measured sgemm rate (`sgemm_peak_gflops`). `--no-infer` skips the inference batches.
+ * `--token-sweep` is the scaling sweep over token counts (cli/sweep.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,12 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
 int sf_cmd_bench(int argc, char **argv) {
     cli_args args;
     if (cli_parse("bench", argc, argv, &args)) return 2;
+    if (cli_get(&args, "bench", "--token-sweep")) return cli_bench_token_sweep(&args);
+    for (const char *const *f = (const char *const[]){"-o", "--kinds", "--tokens", "--dh", "--heads", "--mem-cap", "--min-time", NULL}; *f; f++)
+        if (cli_get(&args, "bench", *f)) {
+            cli_args_free(&args);
+            return cli_usage_error("bench", "%s belongs to --token-sweep", *f);
+        }
     const char *config_path = args.n_pos ? args.pos[0] : NULL, *s_steps = cli_get(&args, "bench", "--steps"),
                *s_warmup = cli_get(&args, "bench", "--warmup");
     char **overrides = args.over;
@@ -197,7 +204,8 @@ int sf_cmd_bench(int argc, char **argv) {
               infer = !cli_get(&args, "bench", "--no-infer");
     cli_args_free(&args);
     if (!config_path || steps < 1) {
-        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]");
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]"
+                 "  |  sfvit bench --token-sweep [-o sweep.csv] [...]");
         return 2;
     }
     sf_config cfg;

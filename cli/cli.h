@@ -12,7 +12,7 @@
 
 #include "sfvit/train.h"
 
-#define CLI_MAX_OPTS 8
+#define CLI_MAX_OPTS 12
 #define CLI_MAX_OVERRIDES 128
 
 typedef struct cli_opt {
@@ -68,5 +68,20 @@ int sf_cmd_bench(int argc, char **argv);
 int sf_cmd_plot(int argc, char **argv);
 int sf_cmd_predict(int argc, char **argv);
 int sf_cmd_export(int argc, char **argv);
+
+/* `sfvit bench --token-sweep` (cli/sweep.c), after bench's cli_parse; frees args. */
+int cli_bench_token_sweep(cli_args *args);
+/* Least-squares slope of log y on log x over the points with x, y > 0 (NaN below two). */
+double sweep_loglog_slope(const double *x, const double *y, int n);
+/* `sfvit plot SWEEP.csv` (cli/plot_scaling.c): 1 when path is a sweep CSV, 0 when it is not
+ * a .csv file, -1 (with a message) for a .csv file without the sweep's header; the figure. */
+int plot_is_sweep_csv(const char *path);
+int plot_scaling(const char *csv, const char *out);
+/* CSV reading shared by the plot files (cli/plot.c): a line split in place at commas outside
+ * double quotes, a column by name and a field as a number (NaN when empty or not a number). */
+int csv_split(char *line, char **fields, int max);
+/* The index of the column named want among a header's n names, or -1. */
+int column(char **names, int n, const char *want);
+double field_number(char **f, int n, int col);
 
 #endif

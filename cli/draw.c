@@ -1,8 +1,8 @@
 /* draw.c — the pixel drawing under `sfvit plot` (cli/plot.c): an RGB canvas (sf_image),
  * lines and rectangles, text in a built-in 5x8 bitmap font drawn at twice its size, and
- * axes with 1-2-5 ticks. Knows nothing of runs or ablations.
+ * axes with 1-2-5 ticks or decades (log axes). Knows nothing of runs or ablations.
  *
- * Deliberately not here: anti-aliasing, other fonts, log axes, SVG.
+ * Deliberately not here: anti-aliasing, other fonts, SVG.
  */
 #include <math.h>
 #include <stdint.h>
@@ -261,3 +261,44 @@ void draw_axes(sf_image *im, const panel *p, const char *title, const char *xlab
     if (xlabel) draw_text(im, (p->x0 + p->x1 - text_width(xlabel)) / 2, p->y1 + 14 + TEXT_H, xlabel, AXIS);
 }
 
+
+void log_tick_label(char *buf, size_t n, double e) {
+    const double v = pow(10, e);
+    const int k = (int)floor(e + 1e-9);
+    if (k >= -3 && k <= 4) snprintf(buf, n, "%g", v);
+    else snprintf(buf, n, "%.0fe%d", v / pow(10, k), k);
+}
+
+/* Whether the log range [lo, hi] holds fewer than two decades: then 2 and 5 x 10^k get labels too. */
+static int few_decades(double lo, double hi) { return floor(hi + 1e-9) - ceil(lo - 1e-9) < 1; }
+
+void draw_log_axes(sf_image *im, const panel *p, const char *title, const char *xlabel) {
+    char buf[64];
+    const int label_y_minor = few_decades(p->ymin, p->ymax), label_x_minor = few_decades(p->xmin, p->xmax);
+    for (int k = (int)floor(p->ymin) - 1; k <= (int)ceil(p->ymax); k++)
+        for (int m = 1; m <= 9; m++) {
+            const double e = k + log10(m);
+            if (e < p->ymin - 1e-9 || e > p->ymax + 1e-9) continue;
+            const int py = px_y(p, e), major = m == 1;
+            draw_line(im, p->x0, py, p->x1, py, GRID, major ? 2 : 1, 0);
+            if (major || (label_y_minor && (m == 2 || m == 5))) {
+                log_tick_label(buf, sizeof buf, e);
+                draw_text(im, p->x0 - 8 - text_width(buf), py - TEXT_H / 2, buf, AXIS);
+            }
+        }
+    for (int k = (int)floor(p->xmin) - 1; k <= (int)ceil(p->xmax); k++)
+        for (int m = 1; m <= 9; m++) {
+            const double e = k + log10(m);
+            if (e < p->xmin - 1e-9 || e > p->xmax + 1e-9) continue;
+            const int px = px_x(p, e), major = m == 1;
+            draw_line(im, px, p->y0, px, p->y1, GRID, major ? 2 : 1, 0);
+            if (major || (label_x_minor && (m == 2 || m == 5))) {
+                log_tick_label(buf, sizeof buf, e);
+                draw_text(im, px - text_width(buf) / 2, p->y1 + 8, buf, AXIS);
+            }
+        }
+    draw_line(im, p->x0, p->y0, p->x0, p->y1, AXIS, 2, 0);
+    draw_line(im, p->x0, p->y1, p->x1, p->y1, AXIS, 2, 0);
+    draw_text(im, p->x0, p->y0 - TEXT_H - 10, title, BLACK);
+    if (xlabel) draw_text(im, (p->x0 + p->x1 - text_width(xlabel)) / 2, p->y1 + 14 + TEXT_H, xlabel, AXIS);
+}

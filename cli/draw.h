@@ -46,5 +46,11 @@ double nice_range(double *lo, double *hi, int want);
 void tick_label(char *buf, size_t n, double v, double step);
 /* Frame, grid lines at the ticks, tick labels and a title above the area. */
 void draw_axes(sf_image *im, const panel *p, const char *title, const char *xlabel);
+/* The same on log axes: the panel's ranges (and what px_x/px_y take) are log10 of the values;
+ * grid lines at 1..9 x 10^k, labels at the decades (and at 2 and 5 x 10^k where the range
+ * holds fewer than two decades); steps are unused. */
+void draw_log_axes(sf_image *im, const panel *p, const char *title, const char *xlabel);
+/* 10^e as a short label: 0.01, 2, 500, 10000, 1e6, 2e-5. */
+void log_tick_label(char *buf, size_t n, double e);
 
 #endif

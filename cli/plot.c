@@ -9,6 +9,7 @@
  *                                         spans the values. --bars: bars from 0 instead
  *   sfvit plot --dots VARIANT_DIR... -o dots.png   the same chart for variant folders of
  *                                         any grids
+ *   sfvit plot SWEEP.csv -o scaling.png   a `bench --token-sweep`, log-log (cli/plot_scaling.c)
  * A folder holding ablation.csv is an ablation (sfvit ablate). The drawing itself (canvas,
  * bitmap font, axes) is cli/draw.c; the seed folders and the statistics cli/seeds.c.
  */
@@ -36,7 +37,7 @@ static int is_dir_with(const char *dir, const char *file) {
 }
 
 /* Splits a CSV line in place at commas outside double quotes (quotes removed). */
-static int csv_split(char *line, char **fields, int max) {
+int csv_split(char *line, char **fields, int max) {
     int n = 0, quoted = 0;
     char *w = line, *start = line;
     for (char *r = line;; r++) {
@@ -57,13 +58,13 @@ static int csv_split(char *line, char **fields, int max) {
     return n;
 }
 
-static int column(char **names, int n, const char *want) {
+int column(char **names, int n, const char *want) {
     for (int i = 0; i < n; i++)
         if (!strcmp(names[i], want)) return i;
     return -1;
 }
 
-static double field_number(char **f, int n, int col) {
+double field_number(char **f, int n, int col) {
     if (col < 0 || col >= n || !*f[col]) return NAN;
     char *end;
     double v = strtod(f[col], &end);
@@ -554,6 +555,12 @@ int sf_cmd_plot(int argc, char **argv) {
         sf_hint("usage: sfvit plot DIR... -o curves.png  |  sfvit plot ABLATION_DIR -o dots.png  |  "
                 "sfvit plot --dots VARIANT_DIR... -o dots.png");
         return 2;
+    }
+    const int sweep = plot_is_sweep_csv(dirs[0]);
+    if (sweep < 0) return 1;
+    if (sweep) {
+        if (n > 1) return cli_usage_error("plot", "a sweep CSV is plotted alone (%s)", dirs[0]);
+        return plot_scaling(dirs[0], out);
     }
     static const char default_metric[] = "final_top1", default_file[] = "result.json";
     if (!metric) metric = default_metric;

@@ -56,11 +56,23 @@ const cli_command cli_commands[] = {
      "  plot ABLATION_DIR -o dots.png         an ablation's variants: the mean as a dot, its 95 % t\n"
      "    interval and a mark per seed, on an axis spanning the values; --bars: bars from 0.\n"
      "  plot --dots VARIANT_DIR... -o dots.png   the same chart for variant folders of any grids.\n"
+     "  plot SWEEP.csv -o scaling.png         a bench --token-sweep: log-log time and memory vs N\n"
      "    --metric KEY (final_top1) of --file NAME (result.json) in each seed folder, for the charts.\n", 0, 64,
      {{"-o", "OUT.png"}, {"--bars", NULL}, {"--dots", NULL}, {"--metric", "KEY"}, {"--file", "NAME"}}},
     {"bench", sf_cmd_bench,
      "bench CONFIG [key=value ...]          time training and inference steps\n"
-     "    [--steps N] [--warmup N] [--no-infer]\n", 1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}}},
+     "    [--steps N] [--warmup N] [--no-infer]\n"
+     "  bench --token-sweep [-o sweep.csv]    time and memory vs token count N per attention kind\n"
+     "    [--kinds LIST] [--tokens MIN:MAX] [--dh D] [--heads H] [key=value ...]: a one-block model per\n"
+     "    kind and N (two per octave, default 64:8192), batch 1, inference forward and training step\n"
+     "    (with AdamW); kinds msa, sima_qk_first, sima_kv_first, sima_auto, xca (default all);\n"
+     "    D_h default 64, heads 2.\n"
+     "    [--steps N] [--min-time S] reps per point: the median of >= N (3) and >= S seconds (0.3);\n"
+     "    [--warmup N] (1); [--mem-cap GIB] points estimated above it (8) are written as skipped.\n"
+     "    CSV kind,N,phase,ms,peak_bytes,macs,status,...; prints the log-log slopes. sfvit plot draws it.\n",
+     1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}, {"--token-sweep", NULL}, {"-o", "OUT.csv"},
+            {"--kinds", "LIST"}, {"--tokens", "MIN:MAX"}, {"--dh", "D"}, {"--heads", "H"}, {"--mem-cap", "GIB"},
+            {"--min-time", "S"}}},
     {"dump", sf_cmd_dump,
      "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n", 1, 1, {{"--weights", "W"}, {"--input", "IN"}, {"--out", "OUT"}}},
     {"predict", sf_cmd_predict,
