@@ -159,7 +159,9 @@ static int parse_args(int argc, char **argv, ablate_args *a) {
         }
     }
     if (!base) return sf_error("ablate: no base config given"), 2;
-    if (a->n_axes == 0 && a->configs.n < 2) return sf_error("ablate: no axis with several values (write key=a,b)"), 2;
+    /* one config and no axis is a grid of one variant: meaningful only over several seeds */
+    if (a->n_axes == 0 && a->configs.n < 2 && a->seeds < 2)
+        return sf_error("ablate: no axis with several values (write key=a,b) and a single seed (--seeds N)"), 2;
     return 0;
 }
 
@@ -187,7 +189,7 @@ static int variant_build(const ablate_args *a, const char *dir, int v, variant *
     const char *config = a->configs.values[config_idx];
     size_t used = 0;
     out->name[0] = 0;
-    if (a->configs.n > 1) {
+    if (a->configs.n > 1 || a->n_axes == 0) {  // a lone config is still named: config=<stem>
         char stem[256];
         config_stem(config, stem, sizeof stem);
         used += (size_t)snprintf(out->name, sizeof out->name, "config=%s", stem);

@@ -30,7 +30,8 @@ const cli_command cli_commands[] = {
     {"ablate", sf_cmd_ablate,
      "ablate BASE.yaml key=a,b [...] [--seeds N]   a grid of variants x seeds, ablation.md/.csv\n"
      "    Each key=a,b[,c] is an axis; key=value fixes a key for every variant; BASE1.yaml,BASE2.yaml\n"
-     "    is an axis of configs. --seeds N trains each variant with train.seed + 0..N-1. Cells run\n"
+     "    is an axis of configs. --seeds N trains each variant with train.seed + 0..N-1 (one config\n"
+     "    without an axis is a grid of one variant, config=<name>, when N > 1). Cells run\n"
      "    round by round; the same command again continues an interrupted study (finished cells\n"
      "    are not re-run). Tables: ablation.md, ablation.csv (mean ± std and the 95 % interval of\n"
      "    the mean over seeds), runs.csv.\n", 1, 1, {{"--seeds", "N"}}},

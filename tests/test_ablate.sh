@@ -126,7 +126,17 @@ check "SIGTERM: the first cell stopped after update 2" grep -q "stopped by signa
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=term model.attn_norm=l1,l2 train.epochs=3 2>&1); rc=$?
 check "SIGTERM: continued to the end" test $rc -eq 0 -a "$(grep -c ',ok,-1,3,' runs/term/runs.csv)" -eq 2
 
+# ---- one config and no axis: a grid of one variant over seeds ----
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=lone train.epochs=1 --seeds 2 2>&1); rc=$?
+check "one config, --seeds 2: exits 0" test $rc -eq 0
+check "one config: the variant is config=<stem>, both seeds finished" \
+  test -s runs/lone/config=fmnist_tiny/seed0/result.json -a -s runs/lone/config=fmnist_tiny/seed1/result.json
+check "one config: ablation.csv has one variant" test "$(tail -n +2 runs/lone/ablation.csv | wc -l)" -eq 1
+
 # ---- argument errors ----
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=lone1 2>&1); rc=$?
+check "one config, no axis, one seed refused" test $rc -eq 2
+check "the refusal says what is missing" grep -q -- "no axis with several values.*--seeds N" <<< "$out"
 out=$("$SFVIT" ablate "$BASE" model.attn_norm=l1,l2 --seeds 0 2>&1); rc=$?
 check "--seeds 0 refused" test $rc -eq 2
 check "--seeds error names the option" grep -q -- "--seeds takes a number" <<< "$out"
