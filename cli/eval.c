@@ -63,8 +63,7 @@ static void record_batch(void *arg, int batch_index, const sf_batch *b, const fl
     }
 }
 
-/* A CSV field: quoted when it holds a comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *s) {
+void cli_csv_field(FILE *f, const char *s) {
     if (!strpbrk(s, ",\"\r\n")) {
         fputs(s, f);
         return;
@@ -85,7 +84,7 @@ static void fill_preds_csv(FILE *f, const void *arg) {
         if (p->pred[i] < 0) continue;
         const char *path = p->ds->paths[i];
         fprintf(f, "%d,", i);
-        csv_field(f, strlen(path) > skip ? path + skip : path);
+        cli_csv_field(f, strlen(path) > skip ? path + skip : path);
         fprintf(f, ",%d,%d,%.6f,%d,", p->ds->labels[i], p->pred[i], p->prob[i], p->pred[i] == p->ds->labels[i]);
         for (int t = 0; t < 5 && p->top5[i][t] >= 0; t++) fprintf(f, "%s%d", t ? " " : "", p->top5[i][t]);
         fputc('\n', f);

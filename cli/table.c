@@ -56,7 +56,14 @@ const cli_command cli_commands[] = {
      "    [--config FILE.yaml] for a checkpoint without one.\n", 0, 1, {{"-o", "OUT.onnx"}, {"--config", "FILE.yaml"}}},
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
-     "    [--config FILE.yaml]\n", 0, 2, {{"-o", "OUT.png"}, {"--config", "FILE.yaml"}}},
+     "    [--config FILE.yaml]\n"
+     "  viz CKPT --score DIR [--split val]     how well the token norms mark the foreground (pixels > 0)\n"
+     "    per image of a split: ROC AUC of Q-hat/K-hat norms for tokens >= 50% foreground, Spearman\n"
+     "    with the foreground fraction; all-foreground/all-background images skipped and counted.\n"
+     "    [--json F.json] the averages; [--per-image F.csv] one row per image with its token lists;\n"
+     "    [--random-init] the same model freshly initialized (the untrained baseline).\n", 0, 2,
+     {{"-o", "OUT.png"}, {"--config", "FILE.yaml"}, {"--score", "DIR"}, {"--split", "NAME"}, {"--json", "F.json"},
+      {"--per-image", "F.csv"}, {"--random-init", NULL}}},
     {"convert", sf_cmd_convert,
      "convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
      "    [--model NAME|CONFIG.yaml [key=value ...]] loads it strictly into that model and stores\n"
