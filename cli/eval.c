@@ -227,7 +227,10 @@ int sf_cmd_eval(int argc, char **argv) {
     if (!config_path) snprintf(cfg.path, sizeof cfg.path, "%s (its stored config)", ckpt);  // named in errors
     if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
     if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
-    if (sf_config_validate(&cfg) != 0) return 1;
+    /* the model's own checks (an override such as model.img_size=30 for 7-pixel patches) */
+    char where[SF_PATH_MAX + 8];
+    snprintf(where, sizeof where, "%s: ", cfg.path);
+    if (sf_model_check(&cfg.model, where) != 0) return 1;
     sf_threads_init(cfg.train.threads);
     if (sf_precision_setup(&cfg, 1) != 0) return 1;
     return evaluate_checkpoint(&cfg, ckpt, trained.model.img_size, preds, json);
