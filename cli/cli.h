@@ -53,6 +53,9 @@ const char *cli_get(const cli_args *a, const char *command, const char *flag);
 /* Prints "sfvit: error: COMMAND: MESSAGE" and the usage hint; returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes s as one CSV field, quoted when it holds a comma, a quote or a line break (cli/eval.c). */
+void cli_csv_field(FILE *f, const char *s);
+
 /* Subcommands (argv without the command word). */
 int sf_cmd_train(int argc, char **argv);
 int sf_cmd_eval(int argc, char **argv);

@@ -1,5 +1,5 @@
-/* commands.c — the small commands `sfvit train`, `eval`, `info`, `config` and `data`: their
- * arguments (cli_parse) and the calls into the trainer library. */
+/* commands.c — the small commands `sfvit train`, `info`, `config` and `data`: their
+ * arguments (cli_parse) and the calls into the trainer library (`eval` is cli/eval.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,61 +58,6 @@ int sf_cmd_train(int argc, char **argv) {
         printf("final val top-1 %.2f%%  top-5 %.2f%%  best top-1 %.2f%%  (%.0f s)\n", res.final_top1,
                res.final_top5, res.best_top1, res.seconds);
     return status;
-}
-
-/* ---- sfvit eval CKPT --data DIR [--config FILE] [--split val] [key=value ...] ---- */
-
-/* Top-1/top-5 of the checkpoint's weights on cfg's data.root/val_split. */
-static int evaluate_checkpoint(const sf_config *cfg, const char *ckpt) {
-    sf_dataset ds = {0};
-    sf_params ps;
-    sf_params_init(&ps);
-    sf_model *m = NULL;
-    sf_loader *l = NULL;
-    sf_eval_result r;
-    int status = 1;
-    const double t0 = sf_now();
-    if (sf_dataset_open(&ds, cfg->data.root, cfg->data.val_split) != 0) goto out;
-    if (ds.num_classes != cfg->model.num_classes) {
-        sf_error("%s/%s has %d classes, the model %d", cfg->data.root, cfg->data.val_split, ds.num_classes,
-                 cfg->model.num_classes);
-        goto out;
-    }
-    if (!(m = sf_model_build(&cfg->model, &ps))) goto out;
-    sf_params_alloc(&ps);
-    if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto out;
-    sf_loader_opts o = sf_config_loader_opts(cfg, 0);
-    if (!(l = sf_loader_create(&ds, &o)) || sf_evaluate(m, l, cfg->model.num_classes, &r) != 0) goto out;
-    printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg->data.root,
-           cfg->data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);
-    if (sf_loader_skipped(l)) printf("%d bad images were skipped\n", sf_loader_skipped(l));
-    status = 0;
-out:
-    if (l) sf_loader_free(l);
-    if (m) sf_model_free(m);
-    sf_params_free(&ps);
-    sf_dataset_free(&ds);
-    return status;
-}
-
-int sf_cmd_eval(int argc, char **argv) {
-    cli_args args;
-    if (cli_parse("eval", argc, argv, &args)) return 2;
-    const char *ckpt = args.n_pos ? args.pos[0] : NULL, *data = cli_get(&args, "eval", "--data"),
-               *config_path = cli_get(&args, "eval", "--config"), *split = cli_get(&args, "eval", "--split");
-    char **overrides = args.over;
-    const int n_over = args.n_over;
-    cli_args_free(&args);
-    if (!ckpt) return cli_usage_error("eval", "no checkpoint given");
-    sf_config cfg;
-    int rc = config_path ? sf_config_load(&cfg, config_path, n_over, overrides)
-                         : sf_checkpoint_config_over(ckpt, &cfg, n_over, overrides);
-    if (rc != 0) return 1;
-    if (data) snprintf(cfg.data.root, sizeof cfg.data.root, "%s", data);
-    if (split) snprintf(cfg.data.val_split, sizeof cfg.data.val_split, "%s", split);
-    sf_threads_init(cfg.train.threads);
-    if (sf_precision_setup(&cfg, 1) != 0) return 1;
-    return evaluate_checkpoint(&cfg, ckpt);
 }
 
 /* ---- sfvit info MODEL|CONFIG [key=value ...] ---- */
@@ -190,21 +135,47 @@ static int check_image(const char *path) {
     return 0;
 }
 
+/* --range FIRST:END or FIRST: (0-based records, END exclusive; *end = -1: to the end). The
+ * bounds against the file's record count are checked by the importer. */
+static int parse_range(const char *text, long *first, long *end) {
+    char *colon;
+    errno = 0;
+    *first = strtol(text, &colon, 10);
+    if (colon == text || *colon != ':' || errno || *first < 0) return -1;
+    *end = -1;
+    if (!colon[1]) return 0;
+    char *stop;
+    *end = strtol(colon + 1, &stop, 10);
+    return *stop || errno || *end <= *first ? -1 : 0;
+}
+
 /* ---- sfvit data import-idx | check ---- */
 int sf_cmd_data(int argc, char **argv) {
     cli_args args;
     if (cli_parse("data", argc, argv, &args)) return 2;
-    const char *classes = cli_get(&args, "data", "--classes"), *sub = args.n_pos ? args.pos[0] : "";
+    const char *classes = cli_get(&args, "data", "--classes"), *range = cli_get(&args, "data", "--range"),
+               *sub = args.n_pos ? args.pos[0] : "";
     const int n = args.n_pos;
     char **pos = args.pos;
     int rc = -1;
-    if (n == 4 && !strcmp(sub, "import-idx")) rc = sf_data_import_idx(pos[1], pos[2], pos[3], classes) == 0 ? 0 : 1;
+    long first = 0, end = -1;
+    if (range && strcmp(sub, "import-idx")) {
+        cli_args_free(&args);
+        return cli_usage_error("data", "--range is an option of import-idx");
+    }
+    if (range && parse_range(range, &first, &end) != 0) {
+        cli_args_free(&args);
+        return cli_usage_error("data", "--range '%s': expected FIRST:END (0 <= FIRST < END, END exclusive) or FIRST:",
+                               range);
+    }
+    if (n == 4 && !strcmp(sub, "import-idx"))
+        rc = sf_data_import_idx(pos[1], pos[2], pos[3], classes, first, end) == 0 ? 0 : 1;
     else if (n == 2 && !classes && !strcmp(sub, "check")) rc = sf_data_check(pos[1], stdout) == 0 ? 0 : 1;
     else if (n == 2 && !classes && !strcmp(sub, "check-image")) rc = check_image(pos[1]);
     cli_args_free(&args);
     if (rc >= 0) return rc;
     sf_error("data: unknown or incomplete subcommand");
-    sf_hint("usage: sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
+    sf_hint("usage: sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt] [--range FIRST:END]\n"
             "       sfvit data check ROOT\n"
             "       sfvit data check-image FILE");
     return 2;

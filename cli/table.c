@@ -20,7 +20,12 @@ const cli_command cli_commands[] = {
     {"eval", sf_cmd_eval,
      "eval CKPT --data DIR                  evaluate a checkpoint (top-1, top-5)\n"
      "    [--config FILE.yaml] [--split val] [key=value ...]; the config defaults to the one\n"
-     "    stored in the checkpoint.\n", 1, 1, {{"--data", "DIR"}, {"--config", "FILE.yaml"}, {"--split", "NAME"}}},
+     "    stored in the checkpoint. Overrides change the evaluated model, e.g. model.nr_iters=1\n"
+     "    (SOFT) or model.img_size=64 (another test resolution; a ViT pos_embed is resized).\n"
+     "    [--save-preds preds.csv] one row per image in the dataset's order (class folders, then\n"
+     "    files, by name): index,path,label,pred,prob,correct,top5.\n"
+     "    [--json result.json] {top1, top5, images, loss, checkpoint, split}.\n", 1, 1,
+     {{"--data", "DIR"}, {"--config", "FILE.yaml"}, {"--split", "NAME"}, {"--save-preds", "FILE.csv"}, {"--json", "FILE.json"}}},
     {"info", sf_cmd_info,
      "info MODEL|CONFIG [key=value ...]     params, MACs, exp() counts, block table\n"
      "    With a model name, bare keys are model keys: `sfvit info deit_small attn=sima`.\n", 0, -1, {{NULL, NULL}}},
@@ -86,15 +91,24 @@ const cli_command cli_commands[] = {
      "    [--config FILE.yaml] for a checkpoint without one.\n", 0, 1, {{"-o", "OUT.onnx"}, {"--config", "FILE.yaml"}}},
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
-     "    [--config FILE.yaml]\n", 0, 2, {{"-o", "OUT.png"}, {"--config", "FILE.yaml"}}},
+     "    [--config FILE.yaml]\n"
+     "  viz CKPT --score DIR [--split val]     how well the token norms mark the foreground (pixels > 0)\n"
+     "    per image of a split: ROC AUC of Q-hat/K-hat norms for tokens >= 50% foreground, Spearman\n"
+     "    with the foreground fraction; all-foreground/all-background images skipped and counted.\n"
+     "    [--json F.json] the averages; [--per-image F.csv] one row per image with its token lists;\n"
+     "    [--random-init] the same model freshly initialized (the untrained baseline).\n", 0, 2,
+     {{"-o", "OUT.png"}, {"--config", "FILE.yaml"}, {"--score", "DIR"}, {"--split", "NAME"}, {"--json", "F.json"},
+      {"--per-image", "F.csv"}, {"--random-init", NULL}}},
     {"convert", sf_cmd_convert,
      "convert IN.pth -o OUT.safetensors [--model NAME]   a torch.save file to safetensors\n"
      "    [--model NAME|CONFIG.yaml [key=value ...]] loads it strictly into that model and stores\n"
      "    the config; [--key K] [--ema] choose the dict of a training checkpoint.\n", 1, 1, {{"-o", "OUT.safetensors"}, {"--model", "NAME|CONFIG.yaml"}, {"--key", "K"}, {"--ema", NULL}}},
     {"data", sf_cmd_data,
-     "data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]\n"
+     "data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt] [--range FIRST:END]\n"
+     "    --range: only records FIRST..END-1 (0-based; FIRST: to the end), each named by its index\n"
+     "    in the whole file, e.g. train 0:50000 and val 50000: of one file.\n"
      "  data check ROOT                       counts per class, sizes, bad files\n"
-     "  data check-image FILE                 decode one image\n", 0, -1, {{"--classes", "FILE"}}},
+     "  data check-image FILE                 decode one image\n", 0, -1, {{"--classes", "FILE"}, {"--range", "FIRST:END"}}},
 };
 const int cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];
 

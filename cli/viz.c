@@ -1,9 +1,26 @@
 /* viz.c — `sfvit viz CKPT IMAGE -o heat.png`: the l2 norm of each token of Q-hat and K-hat
  * in the last SimA block, on the patch grid, upsampled, scaled to [0, 1] and laid over the
- * image (SimA paper, Figure 3). Output: [image | Q-hat overlay | K-hat overlay] in one PNG. */
+ * image (SimA paper, Figure 3). Output: [image | Q-hat overlay | K-hat overlay] in one PNG.
+ *
+ * `sfvit viz CKPT --score DIR [--split S]`: how well those token norms mark the foreground,
+ * over every image of a split whose background is exactly 0 (Fashion-MNIST, MNIST). The image
+ * is resized to the model's S x S as for the heat map; token (i, j) of a gh x gw grid covers
+ * the pixel block rows [i*S/gh, (i+1)*S/gh) x columns [j*S/gw, (j+1)*S/gw): exactly its patch
+ * for a ViT patch embedding; for XCiT's conv patch embedding (3x3 convolutions of stride 2,
+ * padding 1) the block is the token's stride cell, while its receptive field is centred on the
+ * cell's top-left pixel and reaches 2^u - 1 pixels around it (u convolutions). A token's
+ * foreground fraction is the share of its pixels > 0 (any channel) after the resize; a token
+ * is foreground when that share is >= 0.5. Per image: the ROC AUC of the token norm as a
+ * classifier of foreground tokens (ties count one half) and the Spearman correlation of the
+ * norm with the fraction (average ranks for ties; 0 when the norms are all equal), for Q-hat
+ * and K-hat; an image whose tokens are all foreground or all background is skipped and
+ * counted. --random-init scores the same model freshly initialized (train.seed), the
+ * untrained baseline. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "sfvit/checkpoint.h"
 #include "cli.h"
@@ -98,15 +115,216 @@ static void draw_panels(const sf_image *im, const float *qn, const float *kn, in
         }
 }
 
+/* ---- the foreground score ---- */
+
+/* Share of pixels > 0 (any channel) of each token's block, on the S x S resize of the image. */
+static void foreground_fraction(const sf_image *im, int S, int gh, int gw, float *frac) {
+    for (int i = 0; i < gh; i++)
+        for (int j = 0; j < gw; j++) {
+            const int y0 = i * S / gh, y1 = (i + 1) * S / gh, x0 = j * S / gw, x1 = (j + 1) * S / gw;
+            int fg = 0;
+            for (int y = y0; y < y1; y++)
+                for (int x = x0; x < x1; x++) {
+                    int on = 0;
+                    for (int c = 0; c < im->c && !on; c++)
+                        on = sample_u8(im, (y + 0.5f) * im->h / S - 0.5f, (x + 0.5f) * im->w / S - 0.5f, c) > 0;
+                    fg += on;
+                }
+            frac[i * gw + j] = (y1 > y0 && x1 > x0) ? (float)fg / (float)((y1 - y0) * (x1 - x0)) : 0.0f;
+        }
+}
+
+/* Ranks 1..n of v, ties given their average rank (scratch: n ints). */
+static void average_ranks(const float *v, int n, double *rank, int *order) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++) {  // insertion sort: n is a token grid (16 to a few hundred)
+        int t = order[i], j = i;
+        while (j > 0 && v[order[j - 1]] > v[t]) order[j] = order[j - 1], j--;
+        order[j] = t;
+    }
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b + 1 < n && v[order[b + 1]] == v[order[a]]) b++;
+        for (int k = a; k <= b; k++) rank[order[k]] = (a + b) / 2.0 + 1;
+        a = b + 1;
+    }
+}
+
+static double pearson(const double *a, const double *b, int n) {
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (int i = 0; i < n; i++) ma += a[i], mb += b[i];
+    ma /= n, mb /= n;
+    for (int i = 0; i < n; i++) {
+        sab += (a[i] - ma) * (b[i] - mb);
+        saa += (a[i] - ma) * (a[i] - ma);
+        sbb += (b[i] - mb) * (b[i] - mb);
+    }
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0.0;
+}
+
+/* ROC AUC of score for the tokens marked positive (Mann-Whitney from average ranks) and the
+ * Spearman correlation of score with frac. */
+static void token_score(const float *score, const float *frac, const unsigned char *fg, int n, double *auc,
+                        double *rho, double *r_score, double *r_frac, int *order) {
+    average_ranks(score, n, r_score, order);
+    average_ranks(frac, n, r_frac, order);
+    double pos_rank_sum = 0;
+    int n_pos = 0;
+    for (int t = 0; t < n; t++)
+        if (fg[t]) pos_rank_sum += r_score[t], n_pos++;
+    const int n_neg = n - n_pos;
+    *auc = (pos_rank_sum - n_pos * (n_pos + 1) / 2.0) / ((double)n_pos * n_neg);
+    *rho = pearson(r_score, r_frac, n);
+}
+
+static void csv_list(FILE *f, const float *v, int n) {
+    fputc(',', f);
+    for (int t = 0; t < n; t++) fprintf(f, "%s%.6g", t ? " " : "", v[t]);
+}
+
+/* Scores every image of root/split; prints the summary line, writes the JSON and the per-image
+ * CSV (index,path,label,fg_tokens,tokens,auc_q,auc_k,spearman_q,spearman_k, then the token
+ * lists fg_fraction, q_norm, k_norm, space-separated, row-major over the grid). */
+static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int random_init, const char *root,
+                       const char *split, const char *json_path, const char *per_image_path) {
+    sf_dataset ds = {0};
+    if (sf_dataset_open(&ds, root, split) != 0) return 1;
+    const int C = cfg->model.in_chans, S = cfg->model.img_size;
+    int gh = 0, gw = 0, status = 1, n = 0, scored = 0, all_fg = 0, all_bg = 0, unreadable = 0;
+    sf_model_sima_token_norms(m, NULL, NULL, &gh, &gw);
+    n = gh * gw;
+    float *qn = sf_malloc((size_t)n * sizeof(float)), *kn = sf_malloc((size_t)n * sizeof(float));
+    float *frac = sf_malloc((size_t)n * sizeof(float));
+    unsigned char *fg = sf_malloc((size_t)n);
+    double *r1 = sf_malloc((size_t)n * sizeof(double)), *r2 = sf_malloc((size_t)n * sizeof(double));
+    int *order = sf_malloc((size_t)n * sizeof(int));
+    double sum_auc_q = 0, sum_auc_k = 0, sum_rho_q = 0, sum_rho_k = 0;
+    char *rows = NULL;
+    size_t rows_len = 0;
+    FILE *csv = per_image_path ? open_memstream(&rows, &rows_len) : NULL;
+    if (csv) fputs("index,path,label,fg_tokens,tokens,auc_q,auc_k,spearman_q,spearman_k,fg_fraction,q_norm,k_norm\n", csv);
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 0;
+    g.training = 0;
+    const double t0 = sf_now();
+    for (int i = 0; i < ds.count; i++) {
+        sf_image im;
+        char err[256];
+        if (sf_image_load(ds.paths[i], C, &im, err, sizeof err) != 0) {
+            sf_warn("skipping bad image %s: %s", ds.paths[i], err);
+            unreadable++;
+            continue;
+        }
+        float *pixels = model_input(&im, C, S, &cfg->aug);
+        sf_tensor x = {.data = pixels, .ndim = 4, .shape = {1, C, S, S}, .numel = (size_t)C * S * S};
+        sf_model_forward(&g, m, &x);
+        int rc = sf_model_sima_token_norms(m, qn, kn, NULL, NULL);
+        sf_ctx_reset(&g);
+        free(pixels);
+        if (rc != 0) {
+            sf_image_free(&im);
+            sf_error("viz: the model recorded no token norms");
+            goto done;
+        }
+        foreground_fraction(&im, S, gh, gw, frac);
+        sf_image_free(&im);
+        int n_fg = 0;
+        for (int t = 0; t < n; t++) n_fg += fg[t] = frac[t] >= 0.5f;
+        double auc_q = NAN, auc_k = NAN, rho_q = NAN, rho_k = NAN;
+        if (n_fg == n) all_fg++;
+        else if (n_fg == 0) all_bg++;
+        else {
+            token_score(qn, frac, fg, n, &auc_q, &rho_q, r1, r2, order);
+            token_score(kn, frac, fg, n, &auc_k, &rho_k, r1, r2, order);
+            sum_auc_q += auc_q, sum_auc_k += auc_k, sum_rho_q += rho_q, sum_rho_k += rho_k;
+            scored++;
+        }
+        if (csv) {
+            fprintf(csv, "%d,", i);
+            cli_csv_field(csv, ds.paths[i] + strlen(root) + strlen(split) + 2);  // relative to the split
+            fprintf(csv, ",%d,%d,%d,%.6f,%.6f,%.6f,%.6f", ds.labels[i], n_fg, n, auc_q, auc_k, rho_q, rho_k);
+            csv_list(csv, frac, n);
+            csv_list(csv, qn, n);
+            csv_list(csv, kn, n);
+            fputc('\n', csv);
+        }
+    }
+    const double d = scored ? scored : 1;
+    const double mean_auc_q = sum_auc_q / d, mean_auc_k = sum_auc_k / d, mean_rho_q = sum_rho_q / d,
+                 mean_rho_k = sum_rho_k / d;
+    printf("token-norm foreground score of %s%s on %s/%s (grid %dx%d, %dx%d input): %d images scored, %d skipped "
+           "(%d all foreground, %d all background, %d unreadable)  AUC q-hat %.4f k-hat %.4f  Spearman q-hat %.4f "
+           "k-hat %.4f  (%.1f s)\n",
+           ckpt, random_init ? " (random init)" : "", root, split, gh, gw, S, S, scored, all_fg + all_bg + unreadable,
+           all_fg, all_bg, unreadable, mean_auc_q, mean_auc_k, mean_rho_q, mean_rho_k, sf_now() - t0);
+    if (csv) {
+        fclose(csv);
+        csv = NULL;
+        if (sf_write_file_atomic(per_image_path, rows, rows_len) != 0) goto done;
+        printf("wrote %s: one row per image in the dataset's order\n", per_image_path);
+    }
+    if (json_path) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "checkpoint", ckpt);
+        cJSON_AddBoolToObject(o, "random_init", random_init);
+        cJSON_AddStringToObject(o, "split", split);
+        cJSON_AddNumberToObject(o, "grid_h", gh);
+        cJSON_AddNumberToObject(o, "grid_w", gw);
+        cJSON_AddNumberToObject(o, "img_size", S);
+        cJSON_AddNumberToObject(o, "images", ds.count);
+        cJSON_AddNumberToObject(o, "scored", scored);
+        cJSON_AddNumberToObject(o, "skipped_all_foreground", all_fg);
+        cJSON_AddNumberToObject(o, "skipped_all_background", all_bg);
+        cJSON_AddNumberToObject(o, "unreadable", unreadable);
+        cJSON_AddNumberToObject(o, "auc_q", mean_auc_q);
+        cJSON_AddNumberToObject(o, "auc_k", mean_auc_k);
+        cJSON_AddNumberToObject(o, "spearman_q", mean_rho_q);
+        cJSON_AddNumberToObject(o, "spearman_k", mean_rho_k);
+        char *text = cJSON_Print(o);
+        cJSON_Delete(o);
+        size_t len = strlen(text);
+        text[len] = '\n';  // the terminator becomes the file's last newline
+        int rc = sf_write_file_atomic(json_path, text, len + 1);
+        free(text);
+        if (rc != 0) goto done;
+        printf("wrote %s\n", json_path);
+    }
+    status = 0;
+done:
+    if (csv) fclose(csv);
+    free(rows);
+    free(qn);
+    free(kn);
+    free(frac);
+    free(fg);
+    free(r1);
+    free(r2);
+    free(order);
+    sf_ctx_free(&g);
+    sf_dataset_free(&ds);
+    return status;
+}
+
 int sf_cmd_viz(int argc, char **argv) {
     cli_args args;
     if (cli_parse("viz", argc, argv, &args)) return 2;
     const char *ckpt = args.n_pos > 0 ? args.pos[0] : NULL, *image = args.n_pos > 1 ? args.pos[1] : NULL,
-               *out = cli_get(&args, "viz", "-o"), *config_path = cli_get(&args, "viz", "--config");
+               *out = cli_get(&args, "viz", "-o"), *config_path = cli_get(&args, "viz", "--config"),
+               *score_root = cli_get(&args, "viz", "--score"), *split = cli_get(&args, "viz", "--split"),
+               *json_path = cli_get(&args, "viz", "--json"), *per_image = cli_get(&args, "viz", "--per-image");
+    const int random_init = cli_get(&args, "viz", "--random-init") != NULL;
     cli_args_free(&args);
-    if (!ckpt || !image || !out) {
+    if (score_root) {
+        if (image || out) return cli_usage_error("viz", "--score DIR scores a split: give no IMAGE and no -o");
+        if (!ckpt) return cli_usage_error("viz", "--score needs a checkpoint");
+    } else if (split || json_path || per_image || random_init) {
+        return cli_usage_error("viz", "%s needs --score DIR",
+                               split ? "--split" : json_path ? "--json" : per_image ? "--per-image" : "--random-init");
+    } else if (!ckpt || !image || !out) {
         sf_error("viz: missing arguments");
-        sf_hint("usage: sfvit viz CKPT.safetensors IMAGE.png|jpg -o heat.png [--config FILE.yaml]");
+        sf_hint("usage: sfvit viz CKPT.safetensors IMAGE.png|jpg -o heat.png [--config FILE.yaml]\n"
+                "       sfvit viz CKPT.safetensors --score DIR [--split val] [--json F.json] [--per-image F.csv] [--random-init]");
         return 2;
     }
     sf_config cfg;
@@ -128,7 +346,25 @@ int sf_cmd_viz(int argc, char **argv) {
     sf_model *m = sf_model_build(&cfg.model, &ps);
     if (!m) goto done;
     sf_params_alloc(&ps);
-    if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) goto done;
+    if (random_init) {
+        sf_rng rng;  // the trainer's initialization seed: the model a run with this config starts from
+        sf_rng_seed(&rng, cfg.train.seed * 1000003ULL + 1);
+        sf_model_init(m, &ps, &rng);
+    } else if (sf_checkpoint_load(ckpt, &ps, &(sf_ckpt_opts){.strict = 1}, NULL) != 0) {
+        goto done;
+    }
+    if (sf_model_sima_token_norms(m, NULL, NULL, NULL, NULL) != 0) {
+        if (cfg.model.family == SF_FAMILY_CVT)
+            sf_error("viz: CvT has no token-norm heat map (its queries and keys live on different grids)");
+        else
+            sf_error("viz: the model has no SimA block to visualize");
+        goto done;
+    }
+    if (score_root) {
+        status = score_split(m, &cfg, ckpt, random_init, score_root, split ? split : cfg.data.val_split, json_path,
+                             per_image);
+        goto done;
+    }
     if (sf_image_load(image, C, &im, err, sizeof err) != 0) {
         sf_error("%s: %s", image, err);
         goto done;
@@ -143,10 +379,7 @@ int sf_cmd_viz(int argc, char **argv) {
     qn = sf_malloc((size_t)gh * gw * sizeof(float));
     kn = sf_malloc((size_t)gh * gw * sizeof(float));
     if (sf_model_sima_token_norms(m, qn, kn, &gh, &gw) != 0) {
-        if (cfg.model.family == SF_FAMILY_CVT)
-            sf_error("viz: CvT has no token-norm heat map (its queries and keys live on different grids)");
-        else
-            sf_error("viz: the model has no SimA block to visualize");
+        sf_error("viz: the model recorded no token norms");
         goto done;
     }
     normalize01(qn, gh * gw);

@@ -10,6 +10,10 @@
  * The import is atomic as a whole: files go to OUT.partial, renamed to OUT at the end, so an
  * interrupted import never leaves a half-filled OUT (per-file renames would double the
  * file-system work for 60000 small files). OUT must not exist yet.
+ * A range [first, end) imports only those records, each still named by its index in the whole
+ * file (zero-padded to the whole file's width), and every class folder of the whole file is
+ * made: splits cut from one file (train 0:50000, val 50000:) never share a name and share
+ * their class ids.
  * Deliberately not supported: IDX types other than unsigned byte, more than 3 dimensions.
  */
 #include "sfvit/data.h"
@@ -68,7 +72,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t *dims, 
 }
 
 int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char *out_dir,
-                       const char *classes_file) {
+                       const char *classes_file, long first, long end) {
     double t0 = sf_now();
     uint32_t idim[3] = {0}, ldim[1] = {0}; // set by read_idx on success; zeroed for -O3 flow analysis
     uint8_t *images = NULL, *labels = NULL;
@@ -84,6 +88,13 @@ int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char 
         sf_error("%s has %u images but %s has %u labels", images_gz, idim[0], labels_gz, ldim[0]);
         goto done;
     }
+    if (end < 0) end = n;
+    if (first < 0 || first >= end || end > n) {
+        sf_error("--range %ld:%ld is outside the %d records of %s", first, end, n, images_gz);
+        sf_hint("--range FIRST:END takes 0 <= FIRST < END <= %d (END exclusive; FIRST: runs to the end)", n);
+        goto done;
+    }
+    /* class folders from the whole file's labels, so every range gets the same class ids */
     int maxl = 0;
     for (int i = 0; i < n; i++) maxl = labels[i] > maxl ? labels[i] : maxl;
     if (classes_file) {
@@ -144,10 +155,17 @@ int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char 
             goto done;
         }
     }
+    int *per_class = sf_calloc((size_t)K, sizeof(int));
+    for (long i = first; i < end; i++) per_class[labels[i]]++;
+    for (int k = 0; k < K; k++)
+        if (!per_class[k])
+            sf_warn("%s: class %d has no image in records %ld:%ld; its folder stays empty (a dataset needs "
+                    "an image in every class folder)", out_dir, k, first, end);
+    free(per_class);
     int failed = 0;
     size_t plane = (size_t)rows * cols;
 #pragma omp parallel for schedule(dynamic, 256) reduction(+ : failed)
-    for (int i = 0; i < n; i++) {
+    for (int i = (int)first; i < (int)end; i++) {
         char path[SF_PATH_MAX + 96];
         snprintf(path, sizeof(path), "%s/%0*d.png", folder[labels[i]], iw, i);
         sf_image img = {.w = cols, .h = rows, .c = 1, .px = images + (size_t)i * plane};
@@ -162,15 +180,15 @@ int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char 
     }
     free(folder);
     if (failed) {
-        sf_error("%d of %d images could not be written to %s", failed, n, partial);
+        sf_error("%d of %ld images could not be written to %s", failed, end - first, partial);
         goto done;
     }
     if (rename(partial, out_dir) != 0) {
         sf_error("cannot rename %s to %s: %s", partial, out_dir, strerror(errno));
         goto done;
     }
-    printf("wrote %d images (%dx%d gray PNG) in %d classes to %s in %.2f s\n", n, cols, rows, K,
-           out_dir, sf_now() - t0);
+    printf("wrote %ld images (%dx%d gray PNG, records %ld:%ld of %d) in %d classes to %s in %.2f s\n", end - first,
+           cols, rows, first, end, n, K, out_dir, sf_now() - t0);
     rc = 0;
 done:
     for (int k = 0; names && k < K; k++) free(names[k]);

@@ -359,6 +359,8 @@ int sf_loader_next(sf_loader *l, sf_batch *b) {
 
 int sf_loader_steps_per_epoch(const sf_loader *l) { return l->steps; }
 
+int sf_loader_img_size(const sf_loader *l) { return l->S; }
+
 int sf_loader_skipped(const sf_loader *l) {
     return atomic_load(&((sf_loader *)l)->skipped);
 }

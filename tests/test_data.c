@@ -969,7 +969,7 @@ static void test_idx(void) {
     FILE *f = fopen(cp, "w");
     for (int k = 0; k < 11; k++) fprintf(f, k == 0 ? "T-shirt/top\n" : "class %c\r\n", 'a' + k);
     fclose(f);
-    CHECK(sf_data_import_idx(ip, lp, out, cp) == 0, "import");
+    CHECK(sf_data_import_idx(ip, lp, out, cp, 0, -1) == 0, "import");
     snprintf(p, sizeof(p), "%s/idx/train/00_T-shirt_top", g_root);
     struct stat st;
     CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode), "class folder 00_T-shirt_top");
@@ -995,9 +995,9 @@ static void test_idx(void) {
     sf_dataset_free(&ds);
     /* errors: swapped files (wrong magic), count mismatch */
     stderr_begin();
-    int r1 = sf_data_import_idx(lp, ip, out, NULL);
+    int r1 = sf_data_import_idx(lp, ip, out, NULL, 0, -1);
     write_idx(lp, 0x801, 1, (uint32_t[]){n - 1}, lab, n - 1);
-    int r2 = sf_data_import_idx(ip, lp, out, NULL);
+    int r2 = sf_data_import_idx(ip, lp, out, NULL, 0, -1);
     char *msg = stderr_end();
     CHECK(r1 == -1 && r2 == -1 && strstr(msg, "magic") && strstr(msg, "labels"), "idx errors: %s", msg);
     free(msg);

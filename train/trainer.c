@@ -135,6 +135,10 @@ static sf_tensor batch_tensor(const sf_batch *b, int C, int S) {
 
 /* ---- evaluation ---- */
 int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
+    return sf_evaluate_each(m, l, num_classes, r, NULL, NULL);
+}
+
+int sf_evaluate_each(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r, sf_eval_batch_fn each, void *arg) {
     const sf_model_cfg *mc = sf_model_config(m);
     sf_ctx g;
     sf_ctx_init(&g, 0);
@@ -143,12 +147,14 @@ int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
     sf_bf16_weights_clear();  // bf16: converted per product here (EMA weights may be swapped in)
     double loss_sum = 0;
     long top1 = 0, top5 = 0, count = 0;
-    int k5 = num_classes < 5 ? num_classes : 5, got;
+    int k5 = num_classes < 5 ? num_classes : 5, got, batch_index = 0;
     sf_batch b;
     sf_loader_start_epoch(l, 0, 0);
     while ((got = sf_loader_next(l, &b)) > 0) {
-        sf_tensor x = batch_tensor(&b, mc->in_chans, mc->img_size);
+        /* the loader's side: a SOFT model evaluates at another resolution than it was built for */
+        sf_tensor x = batch_tensor(&b, mc->in_chans, sf_loader_img_size(l));
         sf_tensor *logits = sf_model_forward(&g, m, &x);
+        if (each) each(arg, batch_index++, &b, logits->data);
         sf_tensor *loss = sf_cross_entropy(&g, logits, b.labels, NULL, 0.0f);
         loss_sum += (double)loss->data[0] * b.size;
         for (int i = 0; i < b.size; i++) {

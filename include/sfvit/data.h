@@ -89,6 +89,8 @@ void sf_loader_start_epoch(sf_loader *l, int epoch, int start_step);
  * of the epoch, or -1 after an error already reported (training: no readable image left). */
 int sf_loader_next(sf_loader *l, sf_batch *b);
 int sf_loader_steps_per_epoch(const sf_loader *l);
+/* The side S of the batches' images (opts.img_size). */
+int sf_loader_img_size(const sf_loader *l);
 /* Bad files skipped so far this epoch (each already warned about once, by name). */
 int sf_loader_skipped(const sf_loader *l);
 /* Seconds the consumer waited for batches since the last call (stall time). */
@@ -134,9 +136,11 @@ float sf_mixup_batch(float *images, int B, int C, int H, int W, const int *label
 int sf_interp_pick(const char *name, sf_rng *r);
 
 /* ---- commands ---- */
-/* `sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt]`. */
+/* `sfvit data import-idx IMAGES.gz LABELS.gz OUT/split [--classes names.txt] [--range FIRST:END]`:
+ * records [first, end) (end < 0: to the end of the file), each named by its index in the whole
+ * file. A range outside the file is an error naming --range. */
 int sf_data_import_idx(const char *images_gz, const char *labels_gz, const char *out_dir,
-                       const char *classes_file);
+                       const char *classes_file, long first, long end);
 /* `sfvit data check ROOT`: counts per class and split, size histogram, bad files. */
 int sf_data_check(const char *root, FILE *out);
 

@@ -35,6 +35,10 @@ typedef struct sf_eval_result {
 
 /* Evaluates a built model on a loader (grad mode off, eval mode). */
 int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r);
+/* The same, calling each(arg, batch index, batch, logits (b->size, K)) after every batch's
+ * forward: per-image outputs (`sfvit eval --save-preds`) from the one evaluation loop. */
+typedef void (*sf_eval_batch_fn)(void *arg, int batch_index, const sf_batch *b, const float *logits);
+int sf_evaluate_each(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r, sf_eval_batch_fn each, void *arg);
 
 /* train.precision (train/precision.c): checks the machine can run it (error naming the
  * missing instructions, or with train.precision_fallback: fp32 a warning and fp32, written

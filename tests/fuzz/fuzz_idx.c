@@ -58,7 +58,7 @@ static int images_small(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
-    int with_names = data[0] & 1;
+    int with_names = data[0] & 1, with_range = data[0] & 2;
     size_t L = (size_t)data[1] | (size_t)data[2] << 8;
     data += 3;
     size -= 3;
@@ -66,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_write(p_lab, data, L);
     fuzz_write(p_img, data + L, size - L);
     if (!images_small()) return 0;
-    int rc = sf_data_import_idx(p_img, p_lab, p_out, with_names ? p_names : NULL);
+    /* bit 1: a range from record 1 to the end (an error for a one-record file) */
+    int rc = sf_data_import_idx(p_img, p_lab, p_out, with_names ? p_names : NULL, with_range ? 1 : 0, -1);
     struct stat st;
     if (rc == 0) {
         FUZZ_CHECK(stat(p_out, &st) == 0 && S_ISDIR(st.st_mode), "import succeeded without OUT");
