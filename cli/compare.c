@@ -150,6 +150,21 @@ static void fill_markdown(FILE *f, const void *arg) {
             "lies inside ±%g (a real difference smaller than the margin); equivalent = the interval contains "
             "0 and lies inside ±%g; inconclusive = it contains 0 and reaches past ±%g.\n\n",
             r->a->margin, r->a->margin, r->a->margin, r->a->margin);
+    /* each folder on its own first: all its ok seeds, paired or not */
+    fprintf(f, "| folder | seeds ok/all | diverged | mean | 95 %% interval of the mean |\n|---|---|---|---|---|\n");
+    for (int i = -1; i < r->n; i++) {
+        const seed_set *set = i < 0 ? r->base : &r->c[i].set;
+        double *v = sf_calloc((size_t)set->n + 1, sizeof(double));
+        seed_set_values(set, v);
+        const seed_stats st = seed_stats_of(v, set->n_ok);
+        free(v);
+        char ci[160] = "–";
+        if (isfinite(st.lo))
+            snprintf(ci, sizeof ci, "[%s, %s]", fmt(d, sizeof d, dp, st.lo, 0), fmt(e, sizeof e, dp, st.hi, 0));
+        fprintf(f, "| %s%s | %d/%d | %d | %s | %s |\n", i < 0 ? r->base_label : r->c[i].label, i < 0 ? " (base)" : "",
+                set->n_ok, set->n, set->n_diverged, fmt(a, sizeof a, dp, st.mean, 0), ci);
+    }
+    fprintf(f, "\n");
     fprintf(f, "| variant | pairs | diverged | base | variant mean | difference | 95 %% interval | wins/ties/losses | verdict |\n");
     fprintf(f, "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < r->n; i++) {

@@ -89,6 +89,11 @@ check "mean, std and interval of every row recomputed" test "$(grep -c ' ok$' re
 "$SFVIT" compare g/base g/better g/worse -o cmp.md > stdout.md 2> /dev/null
 check "-o cmp.md holds the printed table" cmp -s cmp.md stdout.md
 check "-o cmp.md is markdown" grep -q '^| variant | pairs |' cmp.md
+# each folder on its own: base = 70..75 (mean 72.5, sd 1.8708, t(0.975,5) = 2.5706 -> ±1.963)
+check "per-folder row of the base: 6/6 seeds, mean and interval" grep -qF '| g/base (base) | 6/6 | 0 | 72.50 | [70.54, 74.46] |' cmp.md
+check "per-folder row of a variant" grep -qF '| g/worse | 6/6 | 0 |' cmp.md
+"$SFVIT" compare g/base g/gaps > gaps.md 2> /dev/null
+check "per-folder row counts ok seeds of all and the diverged" grep -qF '| g/gaps | 4/6 | 2 | 66.50 |' gaps.md
 
 # ---- --margin: a wider margin turns better_small's and inconclusive's verdicts ----
 "$SFVIT" compare g/base g/better_small g/inconclusive g/better --margin 5 -o m5.csv > /dev/null 2>&1
