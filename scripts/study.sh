@@ -8,7 +8,7 @@
 #             (evaluated once per finished run, for the reported numbers)
 #   calib     every arm at lr 1e-3, 2e-3 and 4e-3, seed 0, 5 epochs, scored on val   (~90 min)
 #   main      every arm at its own lr (the best val top-1 of calib), seeds 0-4; seed 0 is the
-#             calibration run at that lr, linked, not trained again                  (~120 min)
+#             calibration run at that lr (linked, not trained again)                 (~120 min)
 #   ablate    the papers' ablations at the arm's lr, 5 seeds each (l2 and no normalization,
 #             one head for SimA and softmax, ReLU, no LPI), and the lr ladder: l1 / l2 / none
 #             at 4x and 16x the SimA arm's lr, one seed each                          (~135 min)
@@ -20,23 +20,28 @@
 #   report    the tables (`sfvit compare`) and figures (`sfvit plot`) of docs/results.md
 # The minutes are for an idle 2-core machine running two single-thread runs at a time.
 # Usage: bash scripts/study.sh [STAGE ...]        (default: every stage in order)
-# Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study).
+# Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study);
+# for a quick rehearsal of the whole pipeline (tests/test_study.sh): SPLIT (the data folder,
+# default data/fmnist_split, made by the data stage only when it is the default), SEEDS (5),
+# LRS (1e-3,2e-3,4e-3), EXTRA (key=value overrides for every run and evaluation, e.g.
+# "train.epochs=1"), SWEEP_ARGS (the sweep's options, default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/sfvit ] || bash scripts/fmnist_data.sh
 sfvit=${SFVIT:-$PWD/build/sfvit}
 out=${OUT:-results/study}
 jobs=${JOBS:-2}
-split=data/fmnist_split
+split=${SPLIT:-data/fmnist_split}
 arms=(vit_sima vit_msa vit_soft vit_softpp xcit_sima xcit_xca cvt_sima cvt_msa)
-lrs=1e-3,2e-3,4e-3
-seeds=5
+lrs=${LRS:-1e-3,2e-3,4e-3}
+seeds=${SEEDS:-5}
+extra="data.root=$split ${EXTRA:-}"
 
 # parallel CMD...: the lines of standard input, each a command, run JOBS at a time; fails if any failed.
 parallel() { xargs -d '\n' -P "$jobs" -I{} bash -c '{}'; }
 
 stage_data() {
-  [ -f $split/.complete ] && return 0
+  [ -f $split/.complete ] || [ "$split" != data/fmnist_split ] && return 0
   local src=/usr/share/datasets/fashion-mnist names=configs/fmnist_classes.txt
   rm -rf $split && mkdir -p $split
   "$sfvit" data import-idx $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz $split/train --classes $names --range 0:50000
@@ -48,7 +53,7 @@ stage_data() {
 # Each arm's calibration is its own grid: calib/<arm>/lr=<lr>/seed0.
 stage_calib() {
   for a in "${arms[@]}"; do
-    echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
+    echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
   done | parallel
 }
 
@@ -74,6 +79,8 @@ write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
   } > "$out/lr/$name.yaml"
 }
 
+# Seeds 1.. are trained here; seed 0 is a link to the calibration run at the chosen lr (the
+# same config: ablate's own cells are seeds 1.., and `sfvit compare` reads every seed folder).
 stage_main() {
   for a in "${arms[@]}"; do
     write_lr_config "$a"
@@ -81,7 +88,7 @@ stage_main() {
     local cell=$out/main/$a/config=$a
     mkdir -p "$cell"
     [ -e "$cell/seed0" ] || ln -s "../../../calib/$a/lr=$lr/seed0" "$cell/seed0"
-    echo "'$sfvit' ablate $out/lr/$a.yaml train.out=$out/main train.name=$a --seeds $seeds > $out/logs/main_$a.log 2>&1"
+    echo "'$sfvit' ablate $out/lr/$a.yaml $extra train.out=$out/main train.name=$a train.seed=1 --seeds $((seeds - 1)) > $out/logs/main_$a.log 2>&1"
   done | parallel
 }
 
@@ -98,14 +105,15 @@ stage_ablate() {
   x16=$(awk -v l="$lr" 'BEGIN { printf "%g", 16 * l }')
   {
     for v in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head vit_sima_relu xcit_sima_nolpi; do
-      echo "'$sfvit' ablate $out/lr/$v.yaml train.out=$out/ablate train.name=$v --seeds $seeds > $out/logs/ablate_$v.log 2>&1"
+      echo "'$sfvit' ablate $out/lr/$v.yaml $extra train.out=$out/ablate train.name=$v --seeds $seeds > $out/logs/ablate_$v.log 2>&1"
     done
-    echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
+    echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 $extra train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
   } | parallel
 }
 
 # Every finished run folder (result.json, not diverged) under DIR...
-finished_runs() { find "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | sort; }
+# (seed 0 of a main arm is a link to its calibration run: followed, and each run listed once).
+finished_runs() { find -L "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | xargs -r realpath | sort -u; }
 
 stage_evaluate() {
   local r
@@ -133,13 +141,14 @@ stage_evaluate() {
   for a in vit_sima xcit_sima; do
     for r in $(finished_runs "$out/main/$a"); do
       [ -f "$r/saliency.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --json $r/saliency.json > /dev/null"
+      [ -f "$r/saliency_init.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --random-init --json $r/saliency_init.json > /dev/null"
     done
   done | parallel
 }
 
 stage_sweep() {
   mkdir -p "$out/sweep"
-  [ -f "$out/sweep/sweep.csv" ] || "$sfvit" bench --token-sweep -o "$out/sweep/sweep.csv" train.threads=1 | tee "$out/sweep/sweep.txt"
+  [ -f "$out/sweep/sweep.csv" ] || "$sfvit" bench --token-sweep ${SWEEP_ARGS:-} -o "$out/sweep/sweep.csv" train.threads=1 | tee "$out/sweep/sweep.txt"
 }
 
 stage_report() {
