@@ -367,10 +367,11 @@ static sf_model_cfg tiny_soft_fixed(sf_attn_norm n) {
     return c;
 }
 
-/* ViT with soft blocks: a 4x4 patch grid pooled to 3x3 landmarks (overlapping bins) + cls. */
+/* ViT with soft blocks: an 8x8 patch grid pooled to 3x3 landmarks (overlapping bins) + cls. */
 static sf_model_cfg tiny_vit_soft(sf_attn_norm n) {
     sf_model_cfg c = tiny_vit(SF_ATTN_SOFT, n);
     c.soft_landmarks = SF_LANDMARKS_FIXED;
+    c.patch_size = 4;
     c.num_landmarks = 9;
     return c;
 }
@@ -699,9 +700,10 @@ static void test_model_gradchecks(void) {
     }
     {
         static const char *const names[] = {"blocks.0.attn.q.weight", "blocks.1.attn.v.weight",
-                                            "blocks.0.attn.Qnorm_act.0.weight", "pos_embed", "cls_token"};
-        test_model_gradcheck("model vit soft", tiny_vit_soft(SF_NORM_NONE), names, 5, 0.25, 0);
-        test_model_gradcheck("model vit soft++", tiny_vit_soft(SF_NORM_SYMMETRIC), names, 5, 0.25, 0);
+                                            "blocks.0.attn.Qnorm_act.0.weight", "blocks.1.attn.Qnorm_act.0.bias",
+                                            "blocks.1.attn.q.bias", "pos_embed", "cls_token"};
+        test_model_gradcheck("model vit soft", tiny_vit_soft(SF_NORM_NONE), names, 7, 0.25, 0);
+        test_model_gradcheck("model vit soft++", tiny_vit_soft(SF_NORM_SYMMETRIC), names, 7, 0.25, 0);
     }
     {
         /* In training mode, so BatchNorm normalizes with the batch statistics (its full
