@@ -1,7 +1,7 @@
 /* common.c — modules shared by every family: parameter registration with the reference names,
  * init schemes and weight-decay flags; Linear, LayerNorm, BatchNorm, Conv and
  * Mlp forwards; the attention kinds of ViT/XCiT blocks (msa, xca, sima: token mixing, cost
- * and table entry, mdl_attn_<name>), and the SimA token-norm record used by `sfvit viz`.
+ * and table entry, mdl_attn_<name>; soft's is in soft.c), and the SimA token-norm record used by `sfvit viz`.
  *
  * Deliberately not here: family-specific blocks (vit.c, xcit.c, soft.c); op math (src/ops/).
  *
@@ -121,8 +121,17 @@ mdl_attn mdl_attn_add(sf_params *ps, sf_family fam, const char *prefix, int C, i
     if (mdl_attn_defs[kind]->temperature)
         a.temperature = mdl_param(ps, fam, prefix, "temperature", 3, (int[]){H, 1, 1}, 1, 0,
                                   SF_INIT_ONES, 0);
-    join(p, sizeof p, prefix, "qkv");
-    a.qkv = mdl_linear_add(ps, fam, p, 3 * C, C, 1);
+    if (mdl_attn_defs[kind]->q_v) {  /* SOFT: K = Q, so no key Linear (nor a zero gradient) */
+        join(p, sizeof p, prefix, "q");
+        a.q = mdl_linear_add(ps, fam, p, C, C, 1);
+        join(p, sizeof p, prefix, "v");
+        a.v = mdl_linear_add(ps, fam, p, C, C, 1);
+        join(p, sizeof p, prefix, "Qnorm_act.0");
+        a.lnorm = mdl_ln_add(ps, fam, p, C / H, 1e-5f);
+    } else {
+        join(p, sizeof p, prefix, "qkv");
+        a.qkv = mdl_linear_add(ps, fam, p, 3 * C, C, 1);
+    }
     join(p, sizeof p, prefix, "proj");
     a.proj = mdl_linear_add(ps, fam, p, C, C, 1);
     return a;
@@ -263,23 +272,26 @@ const mdl_attn_def mdl_attn_sima = {
     .mix = sima_mix, .cost = sima_cost,
 };
 
-/* SOFT's attention is the SOFT family's own layer (soft.c), counted by its info rows. */
-const mdl_attn_def mdl_attn_soft = {
-    .hosts = 1u << SF_FAMILY_SOFT, .norms = 1u << SF_NORM_NONE | 1u << SF_NORM_SYMMETRIC,
-};
+/* soft (mdl_attn_soft) is defined in soft.c, next to the SOFT core it shares with the pyramid. */
 
 /* ViT / XCiT token mixing: qkv -> heads -> the kind's mixing -> merge -> proj -> drop. */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x) {
     const mdl_attn_def *kind = mdl_attn_defs[a->kind];
-    SF_ASSERT(kind->mix, "attention kind %s in a ViT/XCiT block", sf_attn_names[a->kind]);
-    sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, x);  // (B, N, 3C)
-    sf_tensor *q = sf_heads_split(g, qkv, 3, 0, a->H);  // (B, H, N, D)
-    sf_tensor *k = sf_heads_split(g, qkv, 3, 1, a->H);  // (B, H, N, D)
-    sf_tensor *v = sf_heads_split(g, qkv, 3, 2, a->H);  // (B, H, N, D)
-    /* Memory: the fused qkv output is dead once split (neither the split's nor the
-     * projection's backward reads it), and so are the raw q, k once normalized (the norm's
-     * backward reads its output) and o once merged; their arena chunks are reused at once. */
-    sf_tensor_release_data(g, qkv);
+    sf_tensor *q, *k, *v;  // (B, H, N, D) each
+    if (kind->q_v) {
+        q = sf_heads_split(g, mdl_linear_fwd(g, &a->q, x), 1, 0, a->H);
+        v = sf_heads_split(g, mdl_linear_fwd(g, &a->v, x), 1, 0, a->H);
+        k = q;
+    } else {
+        sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, x);  // (B, N, 3C)
+        q = sf_heads_split(g, qkv, 3, 0, a->H);
+        k = sf_heads_split(g, qkv, 3, 1, a->H);
+        v = sf_heads_split(g, qkv, 3, 2, a->H);
+        /* Memory: the fused qkv output is dead once split (neither the split's nor the
+         * projection's backward reads it), and so are the raw q, k once normalized (the norm's
+         * backward reads its output) and o once merged; their arena chunks are reused at once. */
+        sf_tensor_release_data(g, qkv);
+    }
     sf_tensor *o = kind->mix(g, m, a, q, k, v);  // (B, H, N, D)
     sf_tensor *merged = sf_heads_merge(g, o);  // (B, N, C)
     sf_tensor_release_data(g, o);

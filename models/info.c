@@ -45,6 +45,9 @@ void mdl_info_mixing(mdl_info_table *t, mdl_info_row *r, const sf_model_cfg *c, 
     mdl_attn_defs[k]->cost(c, N, &cost);
     r->macs += cost.macs;
     r->softmax_exp += cost.softmax_exp;
+    r->kernel_exp += cost.kernel_exp;
+    r->nr_macs += cost.nr_macs;
+    r->gelu_erf += cost.gelu_erf;
     snprintf(r->note, sizeof r->note, "%s", cost.note);
     if (k == SF_ATTN_SIMA) {
         t->sima_used = cost.sima_order;

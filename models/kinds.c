@@ -17,6 +17,7 @@ const char *const sf_attn_names[SF_ATTN_COUNT + 1] = {SF_ATTN_KINDS(NAME) NULL};
 const char *const sf_attn_norm_names[SF_NORM_COUNT + 1] = {SF_ATTN_NORMS(NAME) NULL};
 const char *const sf_act_names[SF_ACT_COUNT + 1] = {SF_ACTS(NAME) NULL};
 const char *const sf_pool_names[SF_POOL_COUNT + 1] = {SF_POOLS(NAME) NULL};
+const char *const sf_landmarks_names[SF_LANDMARKS_COUNT + 1] = {SF_LANDMARK_KINDS(NAME) NULL};
 #undef NAME
 
 /* An entry of a list without its struct (mdl_family_<name>, mdl_attn_<name>) does not link. */
@@ -110,6 +111,8 @@ static void base_defaults(sf_model_cfg *c) {
     c->num_stages = 4;
     c->nr_iters = 20;
     c->nr_init = SF_NR_MASTER;
+    c->soft_landmarks = SF_LANDMARKS_STRIDE;
+    c->num_landmarks = 49;
     c->attn_norm = SF_NORM_L1;
     c->sima_order = SF_SIMA_AUTO;
     c->act = SF_ACT_GELU;
@@ -177,13 +180,14 @@ static int check_kind(const sf_model_cfg *c, sf_attn_kind k, int block, const ch
         mdl_bad(where, "model.attn '%s'%s is not available in %s: use %s", sf_attn_names[k], at,
                 mdl_families[c->family]->title, name_set(list, sizeof list, here, sf_attn_names));
         if (k == SF_ATTN_XCA) sf_hint("XCA comes with LPI, layer scale and class attention: use an xcit_* model");
-        if (k == SF_ATTN_SOFT) sf_hint("soft attention needs a SOFT model (model.name soft_*)");
+        if (k == SF_ATTN_SOFT)
+            sf_hint("soft attention runs in a SOFT pyramid (model.name soft_*) or a ViT (model.soft_landmarks fixed)");
         return -1;
     }
     if (d->norms && !(d->norms & 1u << c->attn_norm))
         return mdl_bad(where, "model.attn_norm '%s': %s takes %s", sf_attn_norm_names[c->attn_norm],
                        sf_attn_names[k], name_set(list, sizeof list, d->norms, sf_attn_norm_names));
-    return 0;
+    return d->check ? d->check(c, where) : 0;
 }
 
 int mdl_check_tokens(const sf_model_cfg *c, const char *where) {
@@ -221,6 +225,13 @@ int sf_model_check(const sf_model_cfg *c, const char *where) {
     if ((unsigned)c->act >= SF_ACT_COUNT) return mdl_bad(where, "model.act %d is not a known activation", (int)c->act);
     if ((unsigned)c->global_pool >= SF_POOL_COUNT)
         return mdl_bad(where, "model.global_pool %d is not a known pool", (int)c->global_pool);
+    if ((unsigned)c->soft_landmarks >= SF_LANDMARKS_COUNT)
+        return mdl_bad(where, "model.soft_landmarks %d is not stride or fixed", (int)c->soft_landmarks);
+    int side = 1;
+    while (side * side < c->num_landmarks) side++;
+    if (c->num_landmarks < 1 || side * side != c->num_landmarks)
+        return mdl_bad(where, "model.num_landmarks %d must be a perfect square >= 1 (side x side landmarks)",
+                       c->num_landmarks);
     if (mdl_families[c->family]->check(c, where)) return -1;
     return check_kind(c, c->attn, -1, where);
 }

@@ -22,12 +22,15 @@ typedef struct mdl_bn {
 typedef struct mdl_conv { sf_tensor *w, *b; int stride, pad, groups; } mdl_conv;
 typedef struct mdl_mlp { mdl_linear fc1, fc2; sf_act act; float drop; } mdl_mlp;
 
-/* Token-mixing attention of a ViT / XCiT block: msa, sima or xca. */
+/* Token-mixing attention of a ViT / XCiT block: msa, sima, xca or soft. */
 typedef struct mdl_attn {
     sf_attn_kind kind;
-    sf_attn_norm norm;          /* sima: l1 / l2 / none; the order is m->cfg.sima_order */
+    sf_attn_norm norm;          /* sima: l1 / l2 / none; soft: none / symmetric */
     int H;
     mdl_linear qkv, proj;       /* qkv (3C, C) with output order [3][H][D] */
+    mdl_linear q, v;            /* soft only, instead of qkv: (C, C) each (K = Q) */
+    mdl_ln lnorm;               /* soft only: the landmarks' LN(D) ("Qnorm_act.0") */
+    int grid_h, grid_w;         /* soft only: the patch grid after the viz_skip leading tokens */
     sf_tensor *temperature;     /* xca only: (H, 1, 1) */
     float drop;                 /* proj dropout */
     int record_viz;             /* last SimA block: record Q-hat/K-hat token norms */
@@ -61,7 +64,7 @@ mdl_conv mdl_conv_add(sf_params *ps, sf_family fam, const char *prefix, int out,
                       int stride, int pad, int groups, int bias);
 mdl_mlp mdl_mlp_add(sf_params *ps, sf_family fam, const char *prefix, int C, int hidden,
                     sf_act act, float drop);
-/* prefix + "qkv", "proj" (+ "temperature" for xca). */
+/* prefix + "qkv", "proj" (+ "temperature" for xca; soft: "q", "v", "Qnorm_act.0", "proj"). */
 mdl_attn mdl_attn_add(sf_params *ps, sf_family fam, const char *prefix, int C, int H,
                       sf_attn_kind kind, sf_attn_norm norm, float drop);
 
@@ -84,6 +87,18 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip);
 /* The attention kind of block i (cfg->block_attn override or cfg->attn). */
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i);
+
+/* ---- SOFT's core (soft.c), shared by the pyramid's layers and the ViT's soft blocks ---- */
+/* Landmarks per side with fixed landmarks: min(sqrt(num_landmarks), side). */
+int mdl_soft_landmark_side(const sf_model_cfg *c, int side);
+/* P (hs·ws, skip + Hs·Ws): adaptive average pooling of an Hs x Ws token grid to hs x ws (PyTorch
+ * adaptive_avg_pool2d bins), the `skip` leading tokens (cls) getting weight 0. */
+void mdl_soft_pool_matrix(float *P, int Hs, int Ws, int hs, int ws, int skip);
+/* Q (B, H, skip + Hs·Ws, D) -> fixed landmarks (B, H, hs·ws, D) before their LN + GELU. */
+sf_tensor *mdl_soft_pool_landmarks(sf_ctx *g, sf_tensor *Q, int Hs, int Ws, int hs, int ws, int skip);
+/* (K1 Z)(K1ᵀ V) with K1 = gauss(Q, L), Z = NR(gauss(L, L)) (SOFT++: symnorm):
+ * Q, V (B, H, n, D), L (B, H, M, D) -> (B, H, n, D). */
+sf_tensor *mdl_soft_attend(sf_ctx *g, const sf_model_cfg *c, sf_tensor *Q, sf_tensor *V, sf_tensor *L);
 
 /* ---- `sfvit info` (info.c): each family adds its rows ---- */
 typedef struct mdl_info_row {
@@ -128,7 +143,7 @@ typedef struct mdl_family_def {
 
 /* The cost `sfvit info` shows for one block's token mixing. */
 typedef struct mdl_mix_cost {
-    double macs, softmax_exp;
+    double macs, softmax_exp, kernel_exp, nr_macs, gelu_erf;
     char note[48];
     sf_sima_order sima_order;  // SimA: the order it resolves to
 } mdl_mix_cost;
@@ -138,10 +153,13 @@ typedef struct mdl_attn_def {
     unsigned hosts;   /* bit (1u << family) for each family whose blocks take this kind */
     unsigned norms;   /* bit (1u << norm) for each model.attn_norm it takes; 0: it has none */
     int temperature;  /* registers "<prefix>temperature" (H, 1, 1) before qkv (XCA) */
-    /* q, k, v (B, H, N, D) -> o (B, H, N, D) in a ViT/XCiT block (mdl_attn_fwd); NULL for
-     * a kind that is its family's own block (soft: soft.c) */
+    int q_v;          /* registers "q", "v" (C, C) and "Qnorm_act.0" instead of qkv; k = q (SOFT) */
+    /* q, k, v (B, H, N, D) -> o (B, H, N, D) in a ViT/XCiT block (mdl_attn_fwd) */
     sf_tensor *(*mix)(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v);
-    void (*cost)(const sf_model_cfg *c, int N, mdl_mix_cost *out);  // NULL with mix
+    /* MACs of the products (not the Linears) and counters, N tokens of a ViT/XCiT block */
+    void (*cost)(const sf_model_cfg *c, int N, mdl_mix_cost *out);
+    /* the kind's own config constraints (NULL: none), after hosts and norms */
+    int (*check)(const sf_model_cfg *c, const char *where);
 } mdl_attn_def;
 
 #define MDL_DECLARE_FAMILY(ID, name) extern const mdl_family_def mdl_family_##name;

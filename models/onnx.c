@@ -10,7 +10,8 @@
  * sf_sima_resolve does), so the graph has no Exp or Softmax where the model has none.
  *
  * SOFT/SOFT++: the Gaussian kernel in its expanded form, the Newton–Raphson iterations
- * unrolled (model.nr_iters of them, master init), SOFT++'s degree normalization.
+ * unrolled (model.nr_iters of them, master init), SOFT++'s degree normalization; fixed
+ * landmarks (pyramid and ViT) as a MatMul with the constant pooling matrix.
  *
  * Deliberately not here: SOFT's paper NR init (a data-dependent loop) and positional
  * embeddings resized in the forward (both refused by name), the NaN guard of sf_nr_pinv for a
@@ -326,13 +327,21 @@ static const char *xca(graph *g, const char *prefix, const char *q, const char *
     return OP(g, "MatMul", v, transpose(g, p, 0, 1, 3, 2, 4));
 }
 
-/* mdl_attn_fwd: qkv -> heads -> {msa, sima, xca} -> merge -> proj. N: tokens. */
+static const char *soft_vit_mix(graph *g, const sf_model_cfg *c, const char *prefix, const char *q, const char *v);
+
+/* mdl_attn_fwd: qkv (soft: q, v) -> heads -> {msa, sima, xca, soft} -> merge -> proj. N: tokens. */
 static const char *attention(graph *g, const sf_model_cfg *c, sf_attn_kind kind, const char *prefix, const char *x,
                              int C, int N) {
     char qkv_name[256], proj_name[256];
     const int H = c->num_heads, D = C / H;
     const char *q, *k, *v, *o = NULL;
-    split_qkv(g, linear(g, fmt(qkv_name, sizeof qkv_name, prefix, "qkv"), x), H, D, &q, &k, &v);
+    if (kind == SF_ATTN_SOFT) {  // K = Q
+        split_heads(g, linear(g, fmt(qkv_name, sizeof qkv_name, prefix, "q"), x), 1, H, D, &q);
+        split_heads(g, linear(g, fmt(qkv_name, sizeof qkv_name, prefix, "v"), x), 1, H, D, &v);
+        k = q;
+    } else {
+        split_qkv(g, linear(g, fmt(qkv_name, sizeof qkv_name, prefix, "qkv"), x), H, D, &q, &k, &v);
+    }
     switch (kind) {
     case SF_ATTN_MSA: o = msa(g, q, k, v, 1.0f / sqrtf((float)D)); break;
     case SF_ATTN_XCA: o = xca(g, prefix, q, k, v); break;
@@ -340,9 +349,9 @@ static const char *attention(graph *g, const sf_model_cfg *c, sf_attn_kind kind,
         o = sima(g, token_norm(g, q, c->attn_norm, 1e-12f), token_norm(g, k, c->attn_norm, 1e-12f), v,
                  sf_sima_resolve(c->sima_order, N, D));
         break;
+    case SF_ATTN_SOFT: o = soft_vit_mix(g, c, prefix, q, v); break;
     /* no default: a kind added to the list without its graph here is a -Wswitch warning,
      * which the warnings stage of tests/run.sh turns into a failure */
-    case SF_ATTN_SOFT:
     case SF_ATTN_COUNT: SF_ASSERT(0, "attention kind %d in a ViT/XCiT block", (int)kind);
     }
     return linear(g, fmt(proj_name, sizeof proj_name, prefix, "proj"), merge_heads(g, o));
@@ -506,25 +515,62 @@ static const char *soft_symnorm(graph *g, const char *a, int M, int iters) {
     return OP(g, "Mul", OP(g, "Mul", u, y), transpose(g, u, 0, 1, 3, 2, 4));
 }
 
+/* Fixed landmarks (mdl_soft_pool_landmarks): the constant pooling matrix P (M, skip + Hs·Ws)
+ * times Q (B, H, skip + Hs·Ws, D) -> (B, H, M, D), MatMul broadcasting P over (B, H). */
+static const char *soft_pool_landmarks(graph *g, const char *Q, int Hs, int Ws, int hs, int ws, int skip) {
+    const int M = hs * ws, n = skip + Hs * Ws;
+    float *P = sf_malloc((size_t)M * n * sizeof(float));
+    mdl_soft_pool_matrix(P, Hs, Ws, hs, ws, skip);
+    char name[48];
+    snprintf(name, sizeof name, "const.pool%d", g->n_values++);
+    const char *p_name = keep_name(g, sf_strdup(name));
+    add_init(g, p_name, DTYPE_FLOAT, 2, (int64_t[]){M, n}, P, (size_t)M * n * sizeof(float));
+    free(P);
+    return OP(g, "MatMul", p_name, Q);
+}
+
+/* mdl_soft_attend: (K1 Z)(K1ᵀ V), Q and V (B, H, n, D), L (B, H, M, D). */
+static const char *soft_attend(graph *g, const sf_model_cfg *c, const char *Q, const char *V, const char *L, int M) {
+    const char *K1 = gauss_kernel(g, Q, L), *K2 = gauss_kernel(g, L, L);
+    const char *Z = c->attn_norm == SF_NORM_SYMMETRIC ? soft_symnorm(g, K2, M, c->nr_iters) : nr_pinv(g, K2, M, c->nr_iters);
+    const char *T = OP(g, "MatMul", transpose(g, K1, 0, 1, 3, 2, 4), V);                       // (B, H, M, D)
+    return OP(g, "MatMul", OP(g, "MatMul", K1, Z), T);                                          // (B, H, n, D)
+}
+
+/* The soft kind in a ViT block (soft.c soft_mix): landmarks pooled from the patch grid, the
+ * cls token (token 0) a query and a value only. q, v (B, H, N, D). */
+static const char *soft_vit_mix(graph *g, const sf_model_cfg *c, const char *prefix, const char *q, const char *v) {
+    char name[256];
+    const int G = c->img_size / c->patch_size, D = c->embed_dim / c->num_heads, side = mdl_soft_landmark_side(c, G);
+    const char *Q = OP(g, "Mul", q, const_f32(g, 1.0f / sqrtf(sqrtf((float)D))));
+    const char *L = soft_pool_landmarks(g, Q, G, G, side, side, 1);
+    L = gelu(g, layernorm(g, fmt(name, sizeof name, prefix, "Qnorm_act.0"), L, 1e-5f));
+    return soft_attend(g, c, Q, v, L, side * side);
+}
+
 /* One SOFT layer (soft_layer_fwd with soft_core) on x (B, n, C) of an Hs x Ws grid. */
 static const char *soft_layer(graph *g, const sf_model_cfg *c, int st, int i, const char *x, int Hs, int Ws) {
     static const int ratio[3] = {8, 4, 2}, vconv[3] = {9, 5, 3};  // soft.c soft_ratio / soft_vconv
     const int C = c->embed_dims[st], H = c->stage_heads[st], D = C / H, n = Hs * Ws;
-    const int r = ratio[st], hs = (Hs - r) / r + 1, ws = (Ws - r) / r + 1, M = hs * ws;
+    const int fixed = c->soft_landmarks == SF_LANDMARKS_FIXED, r = ratio[st];
+    const int hs = fixed ? mdl_soft_landmark_side(c, Hs) : (Hs - r) / r + 1;
+    const int ws = fixed ? mdl_soft_landmark_side(c, Ws) : (Ws - r) / r + 1, M = hs * ws;
     char p[128], q2[192];
     snprintf(p, sizeof p, "block%d.%d.att.", st + 1, i);
     const char *Q, *V;
     split_heads(g, linear(g, fmt(q2, sizeof q2, p, "mha.W_q"), x), 1, H, D, &Q);
     split_heads(g, linear(g, fmt(q2, sizeof q2, p, "mha.W_v"), x), 1, H, D, &V);
     Q = OP(g, "Mul", Q, const_f32(g, 1.0f / sqrtf(sqrtf((float)D))));                        // (B, H, n, D)
-    const char *li = OP(g, "Reshape", transpose(g, Q, 0, 1, 3, 2, 4), I64S(g, -1, D, Hs, Ws)); // (B·H, D, Hs, Ws)
-    li = conv(g, fmt(q2, sizeof q2, p, "mha.attn.Qlandmark_op"), li, r, r, 0, 1, 0);           // (B·H, D, hs, ws)
-    const char *L = transpose(g, OP(g, "Reshape", li, I64S(g, -1, H, D, M)), 0, 1, 3, 2, 4);   // (B, H, M, D)
+    const char *L;
+    if (fixed) {
+        L = soft_pool_landmarks(g, Q, Hs, Ws, hs, ws, 0);
+    } else {
+        const char *li = OP(g, "Reshape", transpose(g, Q, 0, 1, 3, 2, 4), I64S(g, -1, D, Hs, Ws)); // (B·H, D, Hs, Ws)
+        li = conv(g, fmt(q2, sizeof q2, p, "mha.attn.Qlandmark_op"), li, r, r, 0, 1, 0);           // (B·H, D, hs, ws)
+        L = transpose(g, OP(g, "Reshape", li, I64S(g, -1, H, D, M)), 0, 1, 3, 2, 4);               // (B, H, M, D)
+    }
     L = gelu(g, layernorm(g, fmt(q2, sizeof q2, p, "mha.attn.Qnorm_act.0"), L, 1e-5f));
-    const char *K1 = gauss_kernel(g, Q, L), *K2 = gauss_kernel(g, L, L);
-    const char *Z = c->attn_norm == SF_NORM_SYMMETRIC ? soft_symnorm(g, K2, M, c->nr_iters) : nr_pinv(g, K2, M, c->nr_iters);
-    const char *T = OP(g, "MatMul", transpose(g, K1, 0, 1, 3, 2, 4), V);                       // (B, H, M, D)
-    const char *X = OP(g, "MatMul", OP(g, "MatMul", K1, Z), T);                                 // (B, H, n, D)
+    const char *X = soft_attend(g, c, Q, V, L, M);                                              // (B, H, n, D)
     /* V conv: V as (B·D, H, Hs, Ws), one kernel per head shared over D */
     const int k = vconv[st];
     const char *vc = OP(g, "Reshape", transpose(g, V, 0, 3, 1, 2, 4), I64S(g, -1, H, Hs, Ws));
@@ -640,6 +686,11 @@ int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path,
     if (c->act == SF_ACT_QUICK_GELU) return sf_error("%s: model.act quick_gelu has no ONNX form yet", path);
     const char *why = c->family == SF_FAMILY_SOFT ? soft_unsupported(c, ps) : NULL;
     if (why) return sf_error("%s: this SOFT model has no ONNX form yet: %s", path, why);
+    if (c->family == SF_FAMILY_VIT && c->nr_init == SF_NR_PAPER)
+        for (int i = 0; i < c->depth; i++)
+            if (mdl_block_attn(c, i) == SF_ATTN_SOFT)
+                return sf_error("%s: this ViT's soft blocks have no ONNX form yet: model.nr_init=paper (its alpha "
+                                "halving is a data-dependent loop; master is exported)", path);
     graph g = {.ps = ps};
     sf_pb_init(&g.nodes);
     sf_pb_init(&g.inits);

@@ -5,13 +5,17 @@
  *
  * SOFT layer (post-norm): h = LN1(x + Drop(mha(x))); out = LN2(h + Drop(ff2(GELU_tanh(ff1 h)))),
  * Drop = element dropout at the layer's drop-path rate (official). mha per head:
- * Q = W_q x, V = W_v x, K = Q; Q ← Q/D^¼; landmarks L = GELU(LN(conv_r(Q as (D, Hs, Ws))));
+ * Q = W_q x, V = W_v x, K = Q; Q ← Q/D^¼; landmarks L = GELU(LN(conv_r(Q as (D, Hs, Ws))))
+ * (model.soft_landmarks stride) or L = GELU(LN(adaptive_avg_pool(Q, √m x √m))) (fixed);
  * K1 = exp(−‖q_i − l_j‖²/2), K2 = exp(−‖l_i − l_j‖²/2); Z = NR(K2) (SOFT) or
  * D^−½ NR(K2) D^−½ (SOFT++); core = (K1 Z)(K1ᵀ V) + Vconv(V); heads merged; `ff`.
  *
+ * The soft kind in a ViT block (mdl_attn_soft, at the end) shares the core: fixed landmarks
+ * from the patch tokens' grid (the cls token is a query and a value, never pooled), K = Q.
+ *
  * Deliberately not here: the `ratio == 1` softmax-free path (dead in the official code; stage
  * 4 is softmax attention), SOFT-Huge's extra registry name beyond the table of docs/models.md, the
- * paper's avg-pool/random landmark variants.
+ * paper's random landmark variant.
  *
  * Dimension legend: B batch, n tokens of a stage, C channels, H heads, D head dim,
  * M landmarks, Hs×Ws stage grid.
@@ -28,7 +32,7 @@ static const int soft_vconv[3] = {9, 5, 3};   // V depthwise conv kernel per sta
 
 typedef struct soft_layer {
     mdl_linear wq, wv, ff, ff1, ff2;
-    mdl_conv landmark;        // (D, D, r, r), shared by the heads
+    mdl_conv landmark;        // (D, D, r, r), shared by the heads; none with fixed landmarks
     mdl_ln lnorm;             // Qnorm_act.0: LN(D), eps 1e-5
     mdl_conv vconv;           // (H, 1, k, k), groups H
     mdl_ln norm1, norm2;      // eps 1e-5
@@ -125,8 +129,10 @@ static int soft_build(sf_model *m, sf_params *ps) {
             l->wq = mdl_linear_add(ps, F, p, C, C, 1);
             snprintf(p, sizeof p, "%smha.W_v", q);
             l->wv = mdl_linear_add(ps, F, p, C, C, 1);
-            snprintf(p, sizeof p, "%smha.attn.Qlandmark_op", q);
-            l->landmark = mdl_conv_add(ps, F, p, D, D, r, r, 0, 1, 0);
+            if (c->soft_landmarks == SF_LANDMARKS_STRIDE) {
+                snprintf(p, sizeof p, "%smha.attn.Qlandmark_op", q);
+                l->landmark = mdl_conv_add(ps, F, p, D, D, r, r, 0, 1, 0);
+            }
             snprintf(p, sizeof p, "%smha.attn.Qnorm_act.0", q);
             l->lnorm = mdl_ln_add(ps, F, p, D, 1e-5f);
             snprintf(p, sizeof p, "%smha.attn.conv", q);
@@ -187,19 +193,38 @@ static sf_tensor *pos_resize(sf_ctx *g, sf_tensor *pos, int S, int Ht, int Wt) {
     return sf_reshape(g, x, 3, (int[]){1, Ht * Wt, C});
 }
 
-/* The softmax-free core of one layer: q, v (B, n, C) -> (B, n, C) before `ff`. */
-static sf_tensor *soft_core(sf_ctx *g, const sf_model_cfg *c, const soft_layer *l, sf_tensor *q,
-                            sf_tensor *v, int Hs, int Ws) {
-    const int B = q->shape[0], n = q->shape[1], H = l->H, D = q->shape[2] / H;
-    sf_tensor *Q = sf_scale(g, sf_heads_split(g, q, 1, 0, H), 1.0f / sqrtf(sqrtf((float)D)));  // (B, H, n, D)
-    sf_tensor *V = sf_heads_split(g, v, 1, 0, H);  // (B, H, n, D)
-    /* landmarks: Q as (B·H, D, Hs, Ws) images, one conv shared by every head */
-    sf_tensor *li = sf_reshape(g, sf_permute(g, Q, (int[]){0, 1, 3, 2}), 4, (int[]){B * H, D, Hs, Ws});
-    li = mdl_conv_fwd(g, &l->landmark, li);  // (B·H, D, hs, ws)
-    const int M = li->shape[2] * li->shape[3];
-    sf_tensor *L = sf_permute(g, sf_reshape(g, li, 3, (int[]){B * H, D, M}), (int[]){0, 2, 1});
-    L = sf_reshape(g, L, 4, (int[]){B, H, M, D});
-    L = sf_gelu(g, mdl_ln_fwd(g, &l->lnorm, L));  // (B, H, M, D)
+int mdl_soft_landmark_side(const sf_model_cfg *c, int side) {
+    int s = (int)lround(sqrt((double)c->num_landmarks));
+    return s < side ? s : side;
+}
+
+void mdl_soft_pool_matrix(float *P, int Hs, int Ws, int hs, int ws, int skip) {
+    const int n = skip + Hs * Ws;
+    memset(P, 0, (size_t)hs * ws * n * sizeof(float));
+    for (int i = 0; i < hs; i++) {
+        const int y0 = i * Hs / hs, y1 = ((i + 1) * Hs + hs - 1) / hs;  // floor, ceil
+        for (int j = 0; j < ws; j++) {
+            const int x0 = j * Ws / ws, x1 = ((j + 1) * Ws + ws - 1) / ws;
+            const float w = 1.0f / (float)((y1 - y0) * (x1 - x0));
+            float *row = P + (size_t)(i * ws + j) * n + skip;
+            for (int y = y0; y < y1; y++)
+                for (int x = x0; x < x1; x++) row[y * Ws + x] = w;
+        }
+    }
+}
+
+/* A product with a constant (M, n) matrix: differentiable by the Linear's backward, n·M·D per
+ * head, so linear in the tokens. */
+sf_tensor *mdl_soft_pool_landmarks(sf_ctx *g, sf_tensor *Q, int Hs, int Ws, int hs, int ws, int skip) {
+    const int n = Q->shape[2], M = hs * ws;
+    SF_ASSERT(n == skip + Hs * Ws, "soft landmarks: %d tokens are not %d + %dx%d", n, skip, Hs, Ws);
+    sf_tensor *P = sf_tensor_new2(g, M, n);  // (M, n)
+    mdl_soft_pool_matrix(P->data, Hs, Ws, hs, ws, skip);
+    sf_tensor *L = sf_linear(g, sf_permute(g, Q, (int[]){0, 1, 3, 2}), P, NULL);  // (B, H, D, M)
+    return sf_permute(g, L, (int[]){0, 1, 3, 2});                                  // (B, H, M, D)
+}
+
+sf_tensor *mdl_soft_attend(sf_ctx *g, const sf_model_cfg *c, sf_tensor *Q, sf_tensor *V, sf_tensor *L) {
     sf_tensor *K1 = sf_gauss_kernel(g, Q, L, 1.0f);  // (B, H, n, M)
     sf_tensor *K2 = sf_gauss_kernel(g, L, L, 1.0f);  // (B, H, M, M)
     sf_tensor *Z = c->attn_norm == SF_NORM_SYMMETRIC
@@ -207,7 +232,28 @@ static sf_tensor *soft_core(sf_ctx *g, const sf_model_cfg *c, const soft_layer *
                        : sf_nr_pinv(g, K2, c->nr_iters, (sf_nr_init)c->nr_init);  // (B, H, M, M)
     sf_tensor *T = sf_matmul(g, K1, V, 1, 0);   // (B, H, M, D) K1ᵀV
     sf_tensor *R = sf_matmul(g, K1, Z, 0, 0);   // (B, H, n, M)
-    sf_tensor *X = sf_matmul(g, R, T, 0, 0);    // (B, H, n, D)
+    return sf_matmul(g, R, T, 0, 0);            // (B, H, n, D)
+}
+
+/* The softmax-free core of one layer: q, v (B, n, C) -> (B, n, C) before `ff`. */
+static sf_tensor *soft_core(sf_ctx *g, const sf_model_cfg *c, const soft_layer *l, sf_tensor *q,
+                            sf_tensor *v, int Hs, int Ws) {
+    const int B = q->shape[0], n = q->shape[1], H = l->H, D = q->shape[2] / H;
+    sf_tensor *Q = sf_scale(g, sf_heads_split(g, q, 1, 0, H), 1.0f / sqrtf(sqrtf((float)D)));  // (B, H, n, D)
+    sf_tensor *V = sf_heads_split(g, v, 1, 0, H);  // (B, H, n, D)
+    sf_tensor *L;
+    if (c->soft_landmarks == SF_LANDMARKS_FIXED) {
+        L = mdl_soft_pool_landmarks(g, Q, Hs, Ws, mdl_soft_landmark_side(c, Hs), mdl_soft_landmark_side(c, Ws), 0);
+    } else {
+        /* landmarks: Q as (B·H, D, Hs, Ws) images, one conv shared by every head */
+        sf_tensor *li = sf_reshape(g, sf_permute(g, Q, (int[]){0, 1, 3, 2}), 4, (int[]){B * H, D, Hs, Ws});
+        li = mdl_conv_fwd(g, &l->landmark, li);  // (B·H, D, hs, ws)
+        const int M = li->shape[2] * li->shape[3];
+        L = sf_permute(g, sf_reshape(g, li, 3, (int[]){B * H, D, M}), (int[]){0, 2, 1});
+        L = sf_reshape(g, L, 4, (int[]){B, H, M, D});
+    }
+    L = sf_gelu(g, mdl_ln_fwd(g, &l->lnorm, L));  // (B, H, M, D)
+    sf_tensor *X = mdl_soft_attend(g, c, Q, V, L);  // (B, H, n, D)
     /* V conv: V viewed as (B·D, H, Hs, Ws), one k×k kernel per head shared over D */
     sf_tensor *vc = sf_reshape(g, sf_permute(g, V, (int[]){0, 3, 1, 2}), 4, (int[]){B * D, H, Hs, Ws});
     vc = mdl_conv_fwd(g, &l->vconv, vc);  // (B·D, H, Hs, Ws)
@@ -284,8 +330,6 @@ static int soft_check(const sf_model_cfg *c, const char *where) {
     if (c->img_size % 32 || c->img_size < 32)
         return mdl_bad(where, "model.img_size %d: SOFT needs a multiple of 32 (stride 32, landmark ratios 8/4/2)",
                        c->img_size);
-    if (c->nr_iters < 1) return mdl_bad(where, "model.nr_iters %d must be >= 1", c->nr_iters);
-    if ((unsigned)c->nr_init >= SF_NR_COUNT) return mdl_bad(where, "model.nr_init %d is not master or paper", c->nr_init);
     int blocks = 0;
     for (int s = 0; s < 4; s++) {
         if (c->embed_dims[s] < 1 || c->stage_heads[s] < 1 || c->embed_dims[s] % c->stage_heads[s])
@@ -350,11 +394,13 @@ static void soft_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
                 mdl_info_mlp(r, c, N, C);
                 continue;
             }
-            const int rr = ratio[st], hs = (side - rr) / rr + 1, M = hs * hs, k = vk[st];
+            const int fixed = c->soft_landmarks == SF_LANDMARKS_FIXED, rr = ratio[st], k = vk[st];
+            const int hs = fixed ? mdl_soft_landmark_side(c, side) : (side - rr) / rr + 1, M = hs * hs;
             mdl_shape2(r->in, n, C);
             mdl_shape2(r->out, n, C);
             r->macs = 11.0 * n * C * C                 // W_q, W_v, ff, ff1, ff2
-                      + (double)M * rr * rr * D * C    // landmark conv (= nDC when r | side)
+                      + (fixed ? (double)n * M * C     // pooling product
+                               : (double)M * rr * rr * D * C)  // landmark conv (= nDC when r | side)
                       + ((double)n * M + (double)M * M) * C  // K1, K2 distances
                       + (double)n * M * M * H          // K1·Z
                       + 2.0 * n * M * C                // K1ᵀV, R·T
@@ -380,4 +426,50 @@ static void soft_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
 const mdl_family_def mdl_family_soft = {
     .title = "SOFT", .sima_record = 0, .check = soft_check, .build = soft_build, .forward = soft_forward,
     .free = soft_free, .info_rows = soft_info_rows,
+};
+
+/* ---- the soft kind in a ViT block (mdl_attn_fwd: q, v Linears, k = q) ---- */
+
+/* No V depthwise conv here, unlike the pyramid: the cls token has no grid position. */
+static sf_tensor *soft_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
+    (void)k;  // = q
+    SF_ASSERT(m, "soft attention needs its model's config");
+    const sf_model_cfg *c = &m->cfg;
+    const int D = q->shape[3];
+    sf_tensor *Q = sf_scale(g, q, 1.0f / sqrtf(sqrtf((float)D)));  // (B, H, N, D)
+    sf_tensor *L = mdl_soft_pool_landmarks(g, Q, a->grid_h, a->grid_w, mdl_soft_landmark_side(c, a->grid_h),
+                                           mdl_soft_landmark_side(c, a->grid_w), a->viz_skip);
+    L = sf_gelu(g, mdl_ln_fwd(g, &a->lnorm, L));  // (B, H, M, D)
+    return mdl_soft_attend(g, c, Q, v, L);
+}
+
+/* A ViT block's soft mixing on N = 1 + G² tokens (the G x G patch grid plus cls). */
+static void soft_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
+    const int C = c->embed_dim, H = c->num_heads, D = C / H;
+    const int side = mdl_soft_landmark_side(c, c->img_size / c->patch_size), M = side * side;
+    out->macs = (double)N * M * C                       // pooling product
+                + ((double)N * M + (double)M * M) * C   // K1, K2 distances
+                + (double)N * M * M * H                 // K1·Z
+                + 2.0 * N * M * C;                      // K1ᵀV, R·T
+    out->nr_macs = (double)c->nr_iters * 2.0 * M * M * M * H;
+    out->kernel_exp = (double)H * ((double)N * M + (double)M * M);
+    out->gelu_erf = (double)M * D * H;  // landmark GELU
+    snprintf(out->note, sizeof out->note, "%s M=%d NR%d", c->attn_norm == SF_NORM_SYMMETRIC ? "soft++" : "soft", M,
+             c->nr_iters);
+}
+
+static int soft_kind_check(const sf_model_cfg *c, const char *where) {
+    if (c->nr_iters < 1) return mdl_bad(where, "model.nr_iters %d must be >= 1", c->nr_iters);
+    if ((unsigned)c->nr_init >= SF_NR_COUNT) return mdl_bad(where, "model.nr_init %d is not master or paper", c->nr_init);
+    if (c->family != SF_FAMILY_SOFT && c->soft_landmarks != SF_LANDMARKS_FIXED)
+        return mdl_bad(where,
+                       "model.soft_landmarks '%s': soft attention in %s takes fixed (the stride-r landmark conv "
+                       "needs a grid without a cls token)",
+                       sf_landmarks_names[c->soft_landmarks], mdl_families[c->family]->title);
+    return 0;
+}
+
+const mdl_attn_def mdl_attn_soft = {
+    .hosts = 1u << SF_FAMILY_SOFT | 1u << SF_FAMILY_VIT, .norms = 1u << SF_NORM_NONE | 1u << SF_NORM_SYMMETRIC,
+    .q_v = 1, .mix = soft_mix, .cost = soft_cost, .check = soft_kind_check,
 };

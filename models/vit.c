@@ -1,5 +1,6 @@
 /* vit.c — DeiT / ViT (timm 0.3 VisionTransformer as used by facebookresearch/deit)
- * with a per-block choice of token mixing: softmax MSA or SimA.
+ * with a per-block choice of token mixing: softmax MSA, SimA or SOFT (q and v Linears, K = Q,
+ * fixed landmarks pooled from the patch grid, no V conv: soft.c mdl_attn_soft).
  *
  * Forward: conv P×P stride P → tokens → [cls; x] + pos_embed → L pre-norm blocks
  * (x += DropPath(attn(LN1 x)); x += DropPath(mlp(LN2 x))) → LN → token 0 (or, with
@@ -64,7 +65,8 @@ static int vit_build(sf_model *m, sf_params *ps) {
         b->attn = mdl_attn_add(ps, F, p, C, c->num_heads, mdl_block_attn(c, i), c->attn_norm,
                                c->drop_rate);
         b->attn.record_viz = (i == last_sima);
-        b->attn.viz_skip = 1;  // cls token excluded from the heat map
+        b->attn.viz_skip = 1;  // cls token excluded from the heat map and the soft landmarks
+        b->attn.grid_h = b->attn.grid_w = G;
         snprintf(p, sizeof p, "blocks.%d.norm2", i);
         b->norm2 = mdl_ln_add(ps, F, p, C, 1e-6f);
         snprintf(p, sizeof p, "blocks.%d.mlp.", i);
@@ -189,7 +191,7 @@ static void vit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
         r = mdl_info_row_add(t, "blocks", p, nm);
         mdl_shape2(r->in, N, C);
         mdl_shape2(r->out, N, C);
-        r->macs = 4.0 * N * C * C;  // qkv + proj
+        r->macs = (mdl_attn_defs[mdl_block_attn(c, i)]->q_v ? 3.0 : 4.0) * N * C * C;  // qkv (or q, v) + proj
         mdl_info_mixing(t, r, c, mdl_block_attn(c, i), N);
         mdl_info_mlp(r, c, N, C);
     }

@@ -16,6 +16,9 @@ ONNX_MODELS=(
   "xcit_sima_p16_nolpi|fmnist_sima.yaml|32|model.name=xcit_tiny_12_p16 model.num_classes=10 model.in_chans=1 model.attn=sima model.attn_norm=l2 model.embed_dim=32 model.depth=2 model.num_heads=2 model.lpi=false"
   "soft|soft_small.yaml|32|model.attn_norm=none"
   "soft_pp|soft_small.yaml|32|model.attn_norm=symmetric"
+  "soft_fixed|soft_small.yaml|32|model.attn_norm=none model.soft_landmarks=fixed model.num_landmarks=9"
+  "vit_soft_fixed|fmnist_tiny.yaml|28|model.attn=soft model.attn_norm=none model.soft_landmarks=fixed model.num_landmarks=9"
+  "vit_softpp_fixed_avg|fmnist_tiny.yaml|28|model.attn=soft model.attn_norm=symmetric model.soft_landmarks=fixed model.num_landmarks=4 model.global_pool=avg"
 )
 
 # onnx_make_checkpoints: runs/<name>/last.safetensors for every model above.

@@ -15,6 +15,9 @@
 #include "gradcheck.h"
 #include "sfvit/model.h"
 
+/* models/models_internal.h: the SOFT pooling matrix, checked entry by entry below */
+void mdl_soft_pool_matrix(float *P, int Hs, int Ws, int hs, int ws, int skip);
+
 /* ---- figures ---- */
 typedef struct figure {
     const char *name;
@@ -355,6 +358,24 @@ static sf_model_cfg tiny_soft(sf_attn_norm n) {
     return c;
 }
 
+/* SOFT with fixed landmarks: 9 (3x3) on stage grids 16, 8, 4 (overlapping adaptive bins) and 2
+ * (capped to 2x2). */
+static sf_model_cfg tiny_soft_fixed(sf_attn_norm n) {
+    sf_model_cfg c = tiny_soft(n);
+    c.soft_landmarks = SF_LANDMARKS_FIXED;
+    c.num_landmarks = 9;
+    return c;
+}
+
+/* ViT with soft blocks: an 8x8 patch grid pooled to 3x3 landmarks (overlapping bins) + cls. */
+static sf_model_cfg tiny_vit_soft(sf_attn_norm n) {
+    sf_model_cfg c = tiny_vit(SF_ATTN_SOFT, n);
+    c.soft_landmarks = SF_LANDMARKS_FIXED;
+    c.patch_size = 4;
+    c.num_landmarks = 9;
+    return c;
+}
+
 static sf_attn_kind block_attn_of(const sf_model_cfg *c, int i) {
     return (c->n_block_attn > 0 && i < c->n_block_attn) ? c->block_attn[i] : c->attn;
 }
@@ -671,6 +692,20 @@ static void test_model_gradchecks(void) {
         test_model_gradcheck("model soft++", tiny_soft(SF_NORM_SYMMETRIC), names, 5, 0.25, 0);
     }
     {
+        /* fixed landmarks: the pooling product instead of the landmark conv (same tolerance) */
+        static const char *const names[] = {"block1.0.att.mha.W_q.weight", "block2.0.att.mha.attn.Qnorm_act.0.weight",
+                                            "block3.0.att.mha.attn.conv.weight", "pos_embed2",
+                                            "block3.0.att.mha.W_v.weight"};
+        test_model_gradcheck("model soft fixed", tiny_soft_fixed(SF_NORM_NONE), names, 5, 0.25, 0);
+    }
+    {
+        static const char *const names[] = {"blocks.0.attn.q.weight", "blocks.1.attn.v.weight",
+                                            "blocks.0.attn.Qnorm_act.0.weight", "blocks.1.attn.Qnorm_act.0.bias",
+                                            "blocks.1.attn.q.bias", "pos_embed", "cls_token"};
+        test_model_gradcheck("model vit soft", tiny_vit_soft(SF_NORM_NONE), names, 7, 0.25, 0);
+        test_model_gradcheck("model vit soft++", tiny_vit_soft(SF_NORM_SYMMETRIC), names, 7, 0.25, 0);
+    }
+    {
         /* In training mode, so BatchNorm normalizes with the batch statistics (its full
          * backward); the probes cover the key/value conv (stride 2), the query BatchNorm, the
          * last stage's projections (after the cls concat), the embedding conv and the cls token. */
@@ -702,6 +737,7 @@ static void test_tables(void) {
             sf_model_defaults(&c, sf_model_names[preset]);
             c.attn = (sf_attn_kind)k;
             c.attn_norm = k == SF_ATTN_SOFT ? SF_NORM_NONE : SF_NORM_L1;
+            c.soft_landmarks = k == SF_ATTN_SOFT ? SF_LANDMARKS_FIXED : c.soft_landmarks;
             int ok = sf_model_check(&c, NULL) == 0;
             printf("  %-5s x %-5s %s\n", sf_family_names[f], sf_attn_names[k], ok ? "taken" : "refused");
             if (ok)
@@ -717,10 +753,96 @@ static void test_tables(void) {
                 if (sf_model_defaults(&c, sf_model_names[i]) == 0 && c.family == (sf_family)f) break;
             c.attn = (sf_attn_kind)k;
             c.attn_norm = k == SF_ATTN_SOFT ? SF_NORM_NONE : SF_NORM_L1;
+            c.soft_landmarks = k == SF_ATTN_SOFT ? SF_LANDMARKS_FIXED : c.soft_landmarks;
             takers += sf_model_check(&c, NULL) == 0;
         }
         CHECK(takers > 0, "attention kind %s is taken by some family", sf_attn_names[k]);
     }
+}
+
+/* Fixed landmarks: the pooling matrix against PyTorch's adaptive_avg_pool2d bins, the
+ * parameters of both layouts, the linear MAC growth and the config errors. */
+static void test_soft_fixed(void) {
+    /* 5 -> 3: bins [0,2), [1,4), [3,5) (floor(i·5/3), ceil((i+1)·5/3)) per side; one cls column */
+    float P[9 * 26];
+    mdl_soft_pool_matrix(P, 5, 5, 3, 3, 1);
+    CHECK(P[0] == 0 && P[4 * 26 + 0] == 0, "pooling: the cls column is 0");
+    CHECK(fabsf(P[0 * 26 + 1] - 0.25f) < 1e-7f && P[0 * 26 + 1 + 2] == 0, "pooling bin (0,0) = rows/cols 0..1");
+    CHECK(fabsf(P[4 * 26 + 1 + 1 * 5 + 1] - 1.0f / 9) < 1e-7f && fabsf(P[4 * 26 + 1 + 3 * 5 + 3] - 1.0f / 9) < 1e-7f &&
+              P[4 * 26 + 1 + 4 * 5 + 4] == 0,
+          "pooling bin (1,1) = rows/cols 1..3");
+    for (int i = 0; i < 9; i++) {
+        double s = 0;
+        for (int j = 0; j < 26; j++) s += P[i * 26 + j];
+        CHECK(fabs(s - 1) < 1e-6, "pooling row %d sums to 1 (%g)", i, s);
+    }
+
+    /* parameters: no landmark conv with fixed; the ViT block's q, v, LN(D), proj and no qkv */
+    sf_params ps;
+    sf_params_init(&ps);
+    sf_model_cfg c = tiny_soft_fixed(SF_NORM_NONE);
+    sf_model *m = sf_model_build(&c, &ps);
+    CHECK(m && !sf_params_find(&ps, "block1.0.att.mha.attn.Qlandmark_op.weight") &&
+              sf_params_find(&ps, "block1.0.att.mha.attn.Qnorm_act.0.weight"),
+          "soft fixed: no Qlandmark_op, Qnorm_act kept");
+    sf_model_free(m);
+    sf_params_free(&ps);
+    sf_params_init(&ps);
+    c = tiny_vit_soft(SF_NORM_SYMMETRIC);
+    m = sf_model_build(&c, &ps);
+    expect_param(&ps, "blocks.1.attn.q.weight", 2, (int[]){32, 32}, TR | DEC | OFF);
+    expect_param(&ps, "blocks.1.attn.v.bias", 1, (int[]){32}, TR);
+    expect_param(&ps, "blocks.1.attn.Qnorm_act.0.weight", 1, (int[]){16}, TR);
+    expect_param(&ps, "blocks.1.attn.proj.weight", 2, (int[]){32, 32}, TR | DEC | OFF);
+    CHECK(!sf_params_find(&ps, "blocks.0.attn.qkv.weight"), "vit soft: no qkv (K = Q)");
+    sf_model_free(m);
+    sf_params_free(&ps);
+
+    /* MACs: with m fixed, the soft ViT's are affine in the token count N (equal slopes over
+     * 112 -> 224 -> 448 px, N = 50, 197, 785); MSA's slope grows with N (the N²C term). */
+    double soft[3], msa[3], n[3];
+    for (int i = 0; i < 3; i++) {
+        sf_model_cfg v;
+        sf_model_defaults(&v, "deit_tiny");
+        v.img_size = 112 << i;
+        n[i] = (v.img_size / 16) * (v.img_size / 16) + 1;
+        msa[i] = sf_model_macs(&v);
+        v.attn = SF_ATTN_SOFT;
+        v.attn_norm = SF_NORM_NONE;
+        v.soft_landmarks = SF_LANDMARKS_FIXED;
+        v.num_landmarks = 49;
+        soft[i] = sf_model_macs(&v);
+    }
+    const double s1 = (soft[1] - soft[0]) / (n[1] - n[0]), s2 = (soft[2] - soft[1]) / (n[2] - n[1]);
+    const double m1 = (msa[1] - msa[0]) / (n[1] - n[0]), m2 = (msa[2] - msa[1]) / (n[2] - n[1]);
+    printf("  MACs/N slopes: soft %.0f, %.0f   msa %.0f, %.0f\n", s1, s2, m1, m2);
+    CHECK(s1 > 0 && fabs(s2 - s1) <= 1e-9 * s1, "soft fixed MACs linear in N: slopes %g, %g", s1, s2);
+    CHECK(m2 > 1.5 * m1, "msa MACs superlinear in N: slopes %g, %g", m1, m2);
+    CHECK(soft[2] / soft[1] < 4.0 && msa[2] / msa[1] > 5.0, "448 vs 224 px: soft x%.3f, msa x%.3f",
+          soft[2] / soft[1], msa[2] / msa[1]);
+
+    /* config errors, each naming its key (stderr captured through a file of our own) */
+    snprintf(errpath, sizeof errpath, "/tmp/sfvit-test-models-%d.err", (int)getpid());
+    static const struct { int fixed, m; sf_family fam; const char *key; } bad[] = {
+        {1, 15, SF_FAMILY_VIT, "model.num_landmarks"},
+        {1, 0, SF_FAMILY_SOFT, "model.num_landmarks"},
+        {1, -4, SF_FAMILY_VIT, "model.num_landmarks"},
+        {0, 49, SF_FAMILY_VIT, "model.soft_landmarks 'stride'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sf_model_cfg b = bad[i].fam == SF_FAMILY_VIT ? tiny_vit_soft(SF_NORM_NONE) : tiny_soft_fixed(SF_NORM_NONE);
+        b.soft_landmarks = bad[i].fixed ? SF_LANDMARKS_FIXED : SF_LANDMARKS_STRIDE;
+        b.num_landmarks = bad[i].m;
+        int saved = capture_begin();
+        int rc = sf_model_check(&b, "x.yaml: ");
+        capture_end(saved);
+        printf("  %s", errbuf);
+        CHECK(rc == -1 && strstr(errbuf, bad[i].key) && strstr(errbuf, "x.yaml: "), "bad %zu: message names %s: %s",
+              i, bad[i].key, errbuf);
+    }
+    unlink(errpath);
+    sf_model_cfg ok = tiny_soft(SF_NORM_NONE);
+    CHECK(sf_model_check(&ok, NULL) == 0, "the pyramid takes stride landmarks");
 }
 
 int main(int argc, char **argv) {
@@ -762,6 +884,17 @@ int main(int argc, char **argv) {
     }
     test_forward_backward("soft", tiny_soft(SF_NORM_NONE));
     test_forward_backward("soft++ symmetric", tiny_soft(SF_NORM_SYMMETRIC));
+    test_forward_backward("soft fixed", tiny_soft_fixed(SF_NORM_NONE));
+    test_forward_backward("vit soft", tiny_vit_soft(SF_NORM_NONE));
+    {
+        sf_model_cfg c = tiny_vit_soft(SF_NORM_SYMMETRIC);
+        c.n_block_attn = 2;
+        c.block_attn[0] = SF_ATTN_SOFT;
+        c.block_attn[1] = SF_ATTN_MSA;
+        c.global_pool = SF_POOL_AVG;
+        test_forward_backward("vit soft++ + msa avg", c);
+    }
+    test_soft_fixed();
     test_cvt_info();
     test_forward_backward("cvt msa quick_gelu", tiny_cvt(SF_ATTN_MSA, SF_NORM_L1, SF_ACT_QUICK_GELU));
     test_forward_backward("cvt sima l1 quick_gelu", tiny_cvt(SF_ATTN_SIMA, SF_NORM_L1, SF_ACT_QUICK_GELU));

@@ -31,9 +31,12 @@ for m in "${ONNX_MODELS[@]}"; do
              test "$exps/$softmax" = 6/1
            iters=$(grep -o 'nr_iters: [0-9]*' runs/$name/config.yaml | awk '{print $2}')
            mm=$(grep -o 'MatMul [0-9]*' <<< "$out" | awk '{print $2}')
+           pool=0; [[ $name == *fixed* ]] && pool=1  # fixed landmarks: the pooling MatMul instead of a Conv
            # per layer: 2 per NR iteration, 3 in the core, 2 in the kernels; stage 4: 2 attention;
            # Linears: 5 per layer, 5 in block 4 (q, kv, proj, fc1, fc2), 1 head
-           check "$name: Newton-Raphson unrolled ($iters iterations: $mm MatMul nodes)" test "$mm" -eq $((3 * (2 * iters + 3 + 2 + 5) + 2 + 5 + 1)) ;;
+           check "$name: Newton-Raphson unrolled ($iters iterations: $mm MatMul nodes)" test "$mm" -eq $((3 * (2 * iters + 3 + 2 + 5 + pool) + 2 + 5 + 1)) ;;
+    vit_soft*) check "$name: 2 Gaussian-kernel Exp per block (2 blocks), no Softmax: Exp $exps, Softmax $softmax" \
+                 test "$exps/${softmax:-0}" = 4/0 ;;
     *) check "$name: exp-free (Softmax $softmax, Exp $exps)" test "$softmax$exps" = 00 ;;
   esac
   if [ $have_checker = 1 ]; then

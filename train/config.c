@@ -32,7 +32,7 @@
 
 _Static_assert(sizeof(sf_family) == sizeof(int) && sizeof(sf_attn_kind) == sizeof(int) &&
                sizeof(sf_attn_norm) == sizeof(int) && sizeof(sf_sima_order) == sizeof(int) &&
-               sizeof(sf_act) == sizeof(int), "enum fields are read and written as int");
+               sizeof(sf_act) == sizeof(int) && sizeof(sf_landmarks) == sizeof(int), "enum fields are read and written as int");
 
 
 /* The model's enums take their names from the models and ops layers' lists (model.h, ops.h). */
@@ -70,6 +70,10 @@ const key_def config_keys[] = {
      4096, NULL, "SOFT/CvT per-stage heads (also settable as a list in model.num_heads)"},
     {"model.nr_iters", K_INT, OFF(model.nr_iters), 0, 0, 0, 1, 1000, NULL, "SOFT Newton-Raphson iterations"},
     {"model.nr_init", K_ENUM, OFF(model.nr_init), 0, 0, 0, 0, 0, sf_nr_init_names, "SOFT Newton-Raphson initialization"},
+    {"model.soft_landmarks", K_ENUM, OFF(model.soft_landmarks), 0, 0, 0, 0, 0, sf_landmarks_names,
+     "SOFT landmarks: stride (learned stride-r conv, pyramid) | fixed (adaptive avg pooling of Q to model.num_landmarks; ViT: fixed only)"},
+    {"model.num_landmarks", K_INT, OFF(model.num_landmarks), 0, 0, 0, 1, 1048576, NULL,
+     "SOFT fixed landmarks m, a perfect square (sqrt(m) per side, capped by the token grid)"},
     {"model.attn", K_ENUM, OFF(model.attn), 0, 0, 0, 0, 0, sf_attn_names, "attention kind of every block"},
     {"model.attn_norm", K_ENUM, OFF(model.attn_norm), 0, 0, 0, 0, 0, sf_attn_norm_names,
      "sima: l1|l2|none; soft: none (SOFT) | symmetric (SOFT++)"},

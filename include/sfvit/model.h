@@ -19,23 +19,29 @@
 #define SF_ATTN_NORMS(X) X(L1, l1) X(L2, l2) X(NONE, none) X(SYMMETRIC, symmetric)
 #define SF_ACTS(X) X(GELU, gelu) X(RELU, relu) X(QUICK_GELU, quick_gelu)  /* quick_gelu: x·sigmoid(1.702 x), CvT */
 #define SF_POOLS(X) X(TOKEN, token) X(AVG, avg)
+/* SOFT landmarks: stride (the official learned stride-r conv of Q) or fixed (adaptive average
+ * pooling of Q's token grid to model.num_landmarks; m fixed while N grows: the linear regime) */
+#define SF_LANDMARK_KINDS(X) X(STRIDE, stride) X(FIXED, fixed)
 
 #define SF_ENUM_ITEM_FAMILY(ID, name) SF_FAMILY_##ID,
 #define SF_ENUM_ITEM_ATTN(ID, name) SF_ATTN_##ID,
 #define SF_ENUM_ITEM_NORM(ID, name) SF_NORM_##ID,
 #define SF_ENUM_ITEM_ACT(ID, name) SF_ACT_##ID,
 #define SF_ENUM_ITEM_POOL(ID, name) SF_POOL_##ID,
+#define SF_ENUM_ITEM_LANDMARKS(ID, name) SF_LANDMARKS_##ID,
 typedef enum sf_family { SF_FAMILIES(SF_ENUM_ITEM_FAMILY) SF_FAMILY_COUNT } sf_family;
 typedef enum sf_attn_kind { SF_ATTN_KINDS(SF_ENUM_ITEM_ATTN) SF_ATTN_COUNT } sf_attn_kind;
 typedef enum sf_attn_norm { SF_ATTN_NORMS(SF_ENUM_ITEM_NORM) SF_NORM_COUNT } sf_attn_norm;
 typedef enum sf_act { SF_ACTS(SF_ENUM_ITEM_ACT) SF_ACT_COUNT } sf_act;
 typedef enum sf_global_pool { SF_POOLS(SF_ENUM_ITEM_POOL) SF_POOL_COUNT } sf_global_pool;
+typedef enum sf_landmarks { SF_LANDMARK_KINDS(SF_ENUM_ITEM_LANDMARKS) SF_LANDMARKS_COUNT } sf_landmarks;
 
 extern const char *const sf_family_names[SF_FAMILY_COUNT + 1];
 extern const char *const sf_attn_names[SF_ATTN_COUNT + 1];
 extern const char *const sf_attn_norm_names[SF_NORM_COUNT + 1];
 extern const char *const sf_act_names[SF_ACT_COUNT + 1];
 extern const char *const sf_pool_names[SF_POOL_COUNT + 1];
+extern const char *const sf_landmarks_names[SF_LANDMARKS_COUNT + 1];
 
 #define SF_MAX_BLOCKS 64
 
@@ -51,6 +57,8 @@ typedef struct sf_model_cfg {
     int embed_dims[4], depths[4], stage_heads[4];
     int nr_iters;             /* Newton–Raphson iterations (20) */
     int nr_init;              /* sf_nr_init */
+    sf_landmarks soft_landmarks; /* stride (official conv, pyramid only) or fixed (pooling) */
+    int num_landmarks;        /* fixed: m, a perfect square (49); sqrt(m) per side, capped by the grid */
     /* attention */
     sf_attn_kind attn;
     sf_attn_norm attn_norm;

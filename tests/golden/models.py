@@ -13,7 +13,11 @@ so one safetensors file loads into both. Families and attention kinds:
     heads + LN + GELU, Gaussian kernel with c = 1, Newton-Raphson with P = A + 0.01 I and
     alpha = 0.9 * 2 / (max row sum of A)^2 per matrix, 20 iterations, V depthwise conv shared
     by the D channels of a head; SOFT (Z = NR(K2)) and SOFT++ (Z = D^-1/2 NR(K2) D^-1/2);
-    stage 4 softmax attention.
+    stage 4 softmax attention. Fixed landmarks (model.soft_landmarks fixed): F.adaptive_avg_pool2d
+    of Q's token grid to sqrt(m) x sqrt(m) (capped by the grid) instead of the conv;
+  - ViT with SOFT blocks (fixed landmarks only): pre-norm, q and v Linears (K = Q), landmarks
+    pooled from the patch tokens (cls excluded from the pooling, a query and a value), LN + GELU,
+    the same kernels and NR, no V conv.
 
 Newton-Raphson: the forward value is the 20-iteration NR result; the gradient is that of the
 exact inverse torch.linalg.inv(A + 0.01 I) (the straight-through form
@@ -147,11 +151,38 @@ class VitAttention(nn.Module):
         return self.proj(merge_heads(o))
 
 
+class VitSoftAttention(nn.Module):
+    """The soft kind in a ViT block: K = Q; landmarks adaptive-average-pooled from the G x G
+    patch tokens' Q (cls excluded), LN + GELU; Z = NR(K2) or its symmetric normalization."""
+
+    def __init__(self, C, H, G, m, symmetric, iters):
+        super().__init__()
+        self.H, self.G, self.side, self.symmetric, self.iters = H, G, min(math.isqrt(m), G), symmetric, iters
+        self.q = nn.Linear(C, C)
+        self.v = nn.Linear(C, C)
+        self.Qnorm_act = nn.Sequential(nn.LayerNorm(C // H, eps=1e-5), nn.GELU())
+        self.proj = nn.Linear(C, C)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        D = C // self.H
+
+        def split(t):
+            return t.reshape(B, N, self.H, D).transpose(1, 2)
+
+        Q = split(self.q(x)) / math.sqrt(math.sqrt(D))
+        V = split(self.v(x))
+        grid = Q[:, :, 1:].permute(0, 1, 3, 2).reshape(B * self.H, D, self.G, self.G)
+        lm = F.adaptive_avg_pool2d(grid, self.side).flatten(2).transpose(1, 2).reshape(B, self.H, -1, D)
+        return self.proj(merge_heads(soft_attend(Q, V, self.Qnorm_act(lm), self.symmetric, self.iters)))
+
+
 class VitBlock(nn.Module):
-    def __init__(self, C, H, kind, norm, mlp_ratio, act):
+    def __init__(self, C, H, kind, norm, mlp_ratio, act, soft=None):
         super().__init__()
         self.norm1 = nn.LayerNorm(C, eps=1e-6)
-        self.attn = VitAttention(C, H, kind, norm)
+        self.attn = (VitSoftAttention(C, H, soft["G"], soft["m"], norm == "symmetric", 20) if kind == "soft"
+                     else VitAttention(C, H, kind, norm))
         self.norm2 = nn.LayerNorm(C, eps=1e-6)
         self.mlp = Mlp(C, int(C * mlp_ratio), act)
 
@@ -170,14 +201,15 @@ class PatchEmbed(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    def __init__(self, img, P, in_chans, K, C, depth, H, mlp_ratio, kinds, norm, act, pool="token"):
+    def __init__(self, img, P, in_chans, K, C, depth, H, mlp_ratio, kinds, norm, act, pool="token", landmarks=49):
         super().__init__()
         self.pool = pool
         n = (img // P) ** 2
         self.patch_embed = PatchEmbed(in_chans, C, P)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
         self.pos_embed = nn.Parameter(torch.zeros(1, n + 1, C))
-        self.blocks = nn.ModuleList([VitBlock(C, H, kinds[i], norm, mlp_ratio, act) for i in range(depth)])
+        soft = {"G": img // P, "m": landmarks}
+        self.blocks = nn.ModuleList([VitBlock(C, H, kinds[i], norm, mlp_ratio, act, soft) for i in range(depth)])
         self.norm = nn.LayerNorm(C, eps=1e-6)
         self.head = nn.Linear(C, K)
 
@@ -402,43 +434,54 @@ def gaussian(q, l):
     return torch.exp(-d / 2)
 
 
-class SoftKernel(nn.Module):
-    """`attn` of a SOFT layer: landmarks, kernels, NR inverse, V conv."""
+def soft_attend(Q, V, lm, symmetric, iters):
+    """(K1 Z)(K1ᵀ V): Q, V (B, H, n, D), landmarks lm (B, H, M, D) after LN + GELU."""
+    K1 = gaussian(Q, lm)     # (B, H, n, M)
+    K2 = gaussian(lm, lm)    # (B, H, M, M)
+    Y = newton_inverse(K2, iters)
+    if symmetric:
+        u = K2.sum(-1) ** -0.5
+        Z = u[..., :, None] * Y * u[..., None, :]
+    else:
+        Z = Y
+    return (K1 @ Z) @ (K1.transpose(-2, -1) @ V)
 
-    def __init__(self, D, H, r, k, symmetric, iters):
+
+class SoftKernel(nn.Module):
+    """`attn` of a SOFT layer: landmarks, kernels, NR inverse, V conv. landmarks=None: the
+    official stride-r conv; m: adaptive average pooling to sqrt(m) per side (capped)."""
+
+    def __init__(self, D, H, r, k, symmetric, iters, landmarks=None):
         super().__init__()
-        self.D, self.H, self.r, self.symmetric, self.iters = D, H, r, symmetric, iters
-        self.Qlandmark_op = nn.Conv2d(D, D, r, stride=r, bias=False)  # shared by the heads
+        self.D, self.H, self.r, self.symmetric, self.iters, self.m = D, H, r, symmetric, iters, landmarks
+        if landmarks is None:
+            self.Qlandmark_op = nn.Conv2d(D, D, r, stride=r, bias=False)  # shared by the heads
         self.Qnorm_act = nn.Sequential(nn.LayerNorm(D, eps=1e-5), nn.GELU())
         self.conv = nn.Conv2d(H, H, k, padding=k // 2, groups=H, bias=False)  # per head, shared over D
 
     def forward(self, Q, V, Hs, Ws):
         B, H, n, D = Q.shape
         Q = Q / math.sqrt(math.sqrt(D))
-        lm = self.Qlandmark_op(Q.permute(0, 1, 3, 2).reshape(B * H, D, Hs, Ws))  # (B*H, D, hs, ws)
-        lm = lm.flatten(2).transpose(1, 2).reshape(B, H, -1, D)
-        lm = self.Qnorm_act(lm)  # (B, H, M, D)
-        K1 = gaussian(Q, lm)     # (B, H, n, M)
-        K2 = gaussian(lm, lm)    # (B, H, M, M)
-        Y = newton_inverse(K2, self.iters)
-        if self.symmetric:
-            u = K2.sum(-1) ** -0.5
-            Z = u[..., :, None] * Y * u[..., None, :]
+        grid = Q.permute(0, 1, 3, 2).reshape(B * H, D, Hs, Ws)
+        if self.m is None:
+            lm = self.Qlandmark_op(grid)  # (B*H, D, hs, ws)
         else:
-            Z = Y
-        X = (K1 @ Z) @ (K1.transpose(-2, -1) @ V)
+            s = math.isqrt(self.m)
+            lm = F.adaptive_avg_pool2d(grid, (min(s, Hs), min(s, Ws)))
+        lm = lm.flatten(2).transpose(1, 2).reshape(B, H, -1, D)
+        X = soft_attend(Q, V, self.Qnorm_act(lm), self.symmetric, self.iters)
         Vimg = V.permute(0, 3, 1, 2).reshape(B * D, H, Hs, Ws)
         Vc = self.conv(Vimg).reshape(B, D, H, n).permute(0, 2, 3, 1)
         return X + Vc
 
 
 class SoftMHA(nn.Module):
-    def __init__(self, C, H, r, k, symmetric, iters):
+    def __init__(self, C, H, r, k, symmetric, iters, landmarks=None):
         super().__init__()
         self.H = H
         self.W_q = nn.Linear(C, C)
         self.W_v = nn.Linear(C, C)
-        self.attn = SoftKernel(C // H, H, r, k, symmetric, iters)
+        self.attn = SoftKernel(C // H, H, r, k, symmetric, iters, landmarks)
         self.ff = nn.Linear(C, C)
 
     def forward(self, x, Hs, Ws):
@@ -454,9 +497,9 @@ class SoftMHA(nn.Module):
 class SoftLayer(nn.Module):
     """Post-norm: h = LN1(x + mha(x)); out = LN2(h + ff2(GELU_tanh(ff1(h))))."""
 
-    def __init__(self, C, H, r, k, symmetric, iters):
+    def __init__(self, C, H, r, k, symmetric, iters, landmarks=None):
         super().__init__()
-        self.mha = SoftMHA(C, H, r, k, symmetric, iters)
+        self.mha = SoftMHA(C, H, r, k, symmetric, iters, landmarks)
         self.norm1 = nn.LayerNorm(C, eps=1e-5)
         self.norm2 = nn.LayerNorm(C, eps=1e-5)
         self.ff1 = nn.Linear(C, 4 * C)
@@ -520,7 +563,7 @@ def conv_bn_relu(cin, cout, stride):
 
 
 class SOFT(nn.Module):
-    def __init__(self, img, in_chans, K, dims, depths, heads, symmetric, iters, mlp_ratio, act):
+    def __init__(self, img, in_chans, K, dims, depths, heads, symmetric, iters, mlp_ratio, act, landmarks=None):
         super().__init__()
         ratios, ksizes = (8, 4, 2), (9, 5, 3)
         self.patch_embed1 = StemEmbed(conv_bn_relu(in_chans, 32, 2) + conv_bn_relu(32, 32, 1)
@@ -534,7 +577,8 @@ class SOFT(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dims[3]))
         for s in range(3):
             setattr(self, f"block{s + 1}", nn.ModuleList(
-                [SoftBlock(dims[s], heads[s], ratios[s], ksizes[s], symmetric, iters) for _ in range(depths[s])]))
+                [SoftBlock(dims[s], heads[s], ratios[s], ksizes[s], symmetric, iters, landmarks)
+                 for _ in range(depths[s])]))
         self.block4 = nn.ModuleList([PvtBlock(dims[3], heads[3], mlp_ratio, act) for _ in range(depths[3])])
         self.norm = nn.LayerNorm(dims[3], eps=1e-6)
         self.head = nn.Linear(dims[3], K)
@@ -743,7 +787,7 @@ def case(name, family, build, model_yaml, img, in_chans=3, batch=2, classes=10, 
 
 
 def vit_case(name, kinds, norm="l1", heads=2, act="gelu", in_chans=3, C=32, depth=2, P=8, img=32,
-             mlp_ratio=4.0, extra="", pool="token"):
+             mlp_ratio=4.0, extra="", pool="token", landmarks=49):
     attn = kinds[0]
     y = (f"  name: \"\"\n  family: vit\n  img_size: {img}\n  in_chans: {in_chans}\n  num_classes: 10\n"
          f"  patch_size: {P}\n  embed_dim: {C}\n  depth: {depth}\n  num_heads: {heads}\n"
@@ -751,8 +795,10 @@ def vit_case(name, kinds, norm="l1", heads=2, act="gelu", in_chans=3, C=32, dept
          f"  drop_path_rate: 0.0\n" + extra)
     if pool != "token":
         y += f"  global_pool: {pool}\n"
+    if "soft" in kinds:
+        y += f"  soft_landmarks: fixed\n  num_landmarks: {landmarks}\n  nr_iters: 20\n  nr_init: master\n"
     case(name, "vit", lambda: VisionTransformer(img, P, in_chans, 10, C, depth, heads, mlp_ratio, kinds,
-                                                norm, act, pool), y, img, in_chans)
+                                                norm, act, pool, landmarks), y, img, in_chans)
 
 
 def xcit_case(name, kind, norm="l1", lpi=True, P=8, C=32, depth=1, heads=2, cls_layers=1, img=32,
@@ -767,14 +813,16 @@ def xcit_case(name, kind, norm="l1", lpi=True, P=8, C=32, depth=1, heads=2, cls_
 
 
 def soft_case(name, symmetric, dims=(16, 16, 16, 16), depths=(1, 1, 1, 1), heads=(2, 2, 2, 2), img=64,
-              in_chans=3, mlp_ratio=2.0):
+              in_chans=3, mlp_ratio=2.0, landmarks=None):
     lst = lambda v: "[" + ", ".join(str(x) for x in v) + "]"
     y = (f"  name: soft_tiny\n  img_size: {img}\n  in_chans: {in_chans}\n  num_classes: 10\n"
          f"  embed_dims: {lst(dims)}\n  depths: {lst(depths)}\n  num_heads: {lst(heads)}\n"
          f"  mlp_ratio: {mlp_ratio}\n  attn: soft\n  attn_norm: {'symmetric' if symmetric else 'none'}\n"
          f"  nr_iters: 20\n  nr_init: master\n  drop_path_rate: 0.0\n")
-    case(name, "soft", lambda: SOFT(img, in_chans, 10, dims, depths, heads, symmetric, 20, mlp_ratio, "gelu"),
-         y, img, in_chans)
+    if landmarks is not None:
+        y += f"  soft_landmarks: fixed\n  num_landmarks: {landmarks}\n"
+    case(name, "soft", lambda: SOFT(img, in_chans, 10, dims, depths, heads, symmetric, 20, mlp_ratio, "gelu",
+                                    landmarks), y, img, in_chans)
 
 
 def cvt_case(name, kinds, norm="l1", dims=(4, 8, 12), heads=(1, 2, 2), depths=(1, 1, 2), img=32, act="quick_gelu",
@@ -832,6 +880,15 @@ vit_case("vit_sima_l1_avgpool_gray", ["sima", "sima"], "l1", in_chans=1, C=16, m
 cvt_case("cvt_msa", ["msa"] * 4, dims=(4, 8, 12))
 cvt_case("cvt_mixed_sima_l1_gray28", ["msa", "sima", "msa", "sima"], "l1", dims=(4, 8, 12), img=28, in_chans=1,
          act="gelu")
+# Fixed SOFT landmarks (added last, seeds above unchanged). Pyramid at 64 px: 4 landmarks, 2x2
+# pooled from the grids 16, 8, 4 of stages 1-3, one head of 16 (averaged landmarks lie close
+# together: with 9 of them, or heads of 8, K2 is too ill-conditioned for 20 NR steps here, or
+# for bf16_emulated's tolerance). ViT: P 4 at 32 px is an 8x8 patch grid (+ cls, N = 65) pooled to 3x3
+# (overlapping adaptive bins); the SOFT++ case mixes a soft and an msa block.
+soft_case("soft_fixed4", symmetric=False, landmarks=4, in_chans=1, heads=(1, 1, 1, 1))
+vit_case("vit_soft_fixed9", ["soft", "soft"], "none", C=32, P=4, mlp_ratio=2.0, landmarks=9)
+vit_case("vit_softpp_fixed4_msa_gray", ["soft", "msa"], "symmetric", C=32, P=4, mlp_ratio=2.0, in_chans=1,
+         landmarks=4, extra="  block_attn: [soft, msa]\n")
 
 
 def run_case(c, seed):
