@@ -41,8 +41,8 @@ static const sweep_kind SWEEP_KINDS[] = {
     {"sima_kv_first", LAYOUT_VIT, "model.attn=sima model.sima_order=kv_first"},
     {"sima_auto", LAYOUT_VIT, "model.attn=sima model.sima_order=auto"},
     {"xca", LAYOUT_XCIT, "model.attn=xca"},
-    /* SOFT attention in the ViT layout with a fixed landmark count, once those keys exist:
-     * {"soft", LAYOUT_VIT, "model.attn=soft model.soft_landmarks=fixed model.num_landmarks=49"}, */
+    /* SOFT in the ViT layout with m = 49 landmarks at every N: its linear regime */
+    {"soft", LAYOUT_VIT, "model.attn=soft model.attn_norm=none model.soft_landmarks=fixed model.num_landmarks=49"},
 };
 enum { N_SWEEP_KINDS = sizeof SWEEP_KINDS / sizeof SWEEP_KINDS[0], MAX_POINTS = 64 };
 

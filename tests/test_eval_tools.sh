@@ -91,7 +91,7 @@ check "--range outside import-idx rejected, named" test $rc -eq 2 -a -n "$(grep 
 # ---- tiny models: a SOFT (64x64, width 32) and a SimA ViT (28x28, 4x4 tokens) ----
 fmnist_subset "$SFVIT" "$ROOT" 512 200
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=1 train.batch_size=32)
-"$SFVIT" train "$ROOT/configs/study_soft.yaml" "${COMMON[@]}" train.name=soft train.epochs=1 \
+"$SFVIT" train "$ROOT/configs/fmnist_soft.yaml" "${COMMON[@]}" train.name=soft train.epochs=1 \
   'model.embed_dims=[32,32,32,32]' 'model.num_heads=[2,2,2,2]' > soft.log 2>&1
 check "tiny SOFT trains" grep -q "final val top-1" soft.log
 "$SFVIT" train "$ROOT/configs/fmnist_tiny.yaml" "${COMMON[@]}" train.name=vit train.epochs=2 > vit.log 2>&1

@@ -15,7 +15,7 @@ cd "$W"
 source "$ROOT/tests/lib.sh"
 export SFVIT_THREADS=1
 FAST=(--min-time 0 --steps 1 --warmup 0)
-KINDS="msa sima_qk_first sima_kv_first sima_auto xca"
+KINDS="msa sima_qk_first sima_kv_first sima_auto xca soft"
 
 # Least-squares slope of log(macs) on log(N) over the 3 largest N of one kind (phase infer).
 macs_slope() { # CSV KIND
@@ -37,7 +37,7 @@ for k in $KINDS; do
     check "$k $ph: 9 timed rows with a peak" test "$c" -eq 9
   done
 done
-check "90 rows in all" test "$(($(wc -l < a.csv) - 1))" -eq 90
+check "108 rows in all" test "$(($(wc -l < a.csv) - 1))" -eq 108
 check "N spans 16..257 (cls token included in the ViT layout)" \
   test "$(awk -F, 'NR > 1 { print $2 }' a.csv | sort -n | head -1)" -eq 16 -a "$(awk -F, 'NR > 1 { print $2 }' a.csv | sort -n | tail -1)" -eq 257
 for k in msa sima_qk_first; do
@@ -48,9 +48,12 @@ for k in sima_kv_first sima_auto xca; do
   s=$(macs_slope a.csv $k)
   check "$k: MACs slope over the top points $s is about 1" within "$s" 0.95 1.05
 done
+# SOFT with m = 49 fixed (7x7 landmarks from N = 49 on): linear, less the constant m^3 of NR
+s=$(macs_slope a.csv soft)
+check "soft: MACs slope over the top points $s is at most 1" within "$s" 0.7 1.02
 check "stdout: the machine line" grep -q "^machine: .*threads 1" <<< "$out"
 check "stdout: a slope row per kind and phase" \
-  test "$(grep -cE "^  (msa|sima_qk_first|sima_kv_first|sima_auto|xca) +(infer|train) +9 " <<< "$out")" -eq 10
+  test "$(grep -cE "^  (msa|sima_qk_first|sima_kv_first|sima_auto|xca|soft) +(infer|train) +9 " <<< "$out")" -eq 12
 
 # ---- the order crossover: D_h 32, N from 10 to 101 ----
 "$SFVIT" bench --token-sweep -o x.csv --kinds sima_qk_first,sima_kv_first,sima_auto --tokens 9:100 --dh 32 --heads 1 \
@@ -83,8 +86,8 @@ check "capped sweep: stdout says skipped" grep -q "skipped: estimated" <<< "$out
 # ---- the figure ----
 out=$("$SFVIT" plot a.csv -o a.png 2>&1); rc=$?
 check "plot of the sweep exits 0" test $rc -eq 0
-check "figure decodes at 1600x702 (three panels, a legend row per kind)" \
-  test "$("$SFVIT" data check-image a.png | sed -n 's/.*: \([0-9]*x[0-9]*\), 3 channels$/\1/p')" = 1600x702
+check "figure decodes at 1600x726 (three panels, a legend row per kind)" \
+  test "$("$SFVIT" data check-image a.png | sed -n 's/.*: \([0-9]*x[0-9]*\), 3 channels$/\1/p')" = 1600x726
 # Pixels of each kind's tab10 colour per panel (x0 90 + 510 i): in its plot area (380 wide, y
 # 90..490), where later kinds may cover earlier ones, and in its legend's swatches (below 530).
 colours=$(python3 - a.png <<'EOF'
@@ -107,7 +110,7 @@ for y in range(h):
             p = a + up - c; pa, pb, pc = abs(p - a), abs(p - up), abs(p - c)
             line[i] = (line[i] + (a if pa <= pb and pa <= pc else up if pb <= pc else c)) & 255
     rows.append(line); prev = line
-tab10 = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189)]
+tab10 = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75)]
 for k, col in enumerate(tab10):
     for p in range(3):
         x0 = 90 + 510 * p
@@ -116,10 +119,10 @@ for k, col in enumerate(tab10):
         print(k, p, area, legend)
 EOF
 )
-check "every kind has a legend swatch under every panel" test "$(awk '$4 > 50' <<< "$colours" | wc -l)" -eq 15
-check "the kind drawn last (xca) is in every panel" test "$(awk '$1 == 4 && $3 > 300' <<< "$colours" | wc -l)" -eq 3
+check "every kind has a legend swatch under every panel" test "$(awk '$4 > 50' <<< "$colours" | wc -l)" -eq 18
+check "the kind drawn last (soft) is in every panel" test "$(awk '$1 == 5 && $3 > 300' <<< "$colours" | wc -l)" -eq 3
 check "lines in every panel" test "$(awk '{ s[$2] += $3 } END { for (p in s) if (s[p] > 1500) n++; print n }' <<< "$colours")" -eq 3
-check "the legend gives slopes" grep -q "wrote a.png (1600x702): 5 kinds" <<< "$out"
+check "the legend gives slopes" grep -q "wrote a.png (1600x726): 6 kinds" <<< "$out"
 
 # ---- errors name the option ----
 err() { # WHAT PATTERN ARGS...
