@@ -1,10 +1,12 @@
 /* args.c — the one argument parser of the command layer (cli.h): flags and their values,
  * config overrides and positional arguments, read against a command's row of the table in
  * cli/table.c. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -31,6 +33,18 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
     return c ? usage_line_hint(c) : 2;
 }
 
+/* key=value with a key of letters, digits, '_' and '.', and not the name of an existing file:
+ * a path into an ablation's variant folders (runs/grid/attn_norm=l1/seed0/last.safetensors,
+ * or attn_norm=l1/seed0/last.safetensors from inside the grid) is a positional argument. */
+static int is_override(const char *arg) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) return 0;
+    for (const char *p = arg; p < eq; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.') return 0;
+    struct stat st;
+    return stat(arg, &st) != 0;
+}
+
 int cli_parse(const char *command, int argc, char **argv, cli_args *a) {
     const cli_command *c = cli_find(command);
     SF_ASSERT(c, "no command %s in the table", command);
@@ -46,7 +60,7 @@ int cli_parse(const char *command, int argc, char **argv, cli_args *a) {
                 return cli_usage_error(command, "unexpected argument '%s'", arg);
             }
             a->val[k] = c->opts[k].value ? argv[++i] : "";
-        } else if (c->overrides && strchr(arg, '=')) {
+        } else if (c->overrides && is_override(arg)) {
             if (a->n_over == CLI_MAX_OVERRIDES) {
                 cli_args_free(a);
                 return cli_usage_error(command, "more than %d key=value overrides", CLI_MAX_OVERRIDES);

@@ -23,12 +23,13 @@
 # Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study);
 # for a quick rehearsal of the whole pipeline (tests/test_study.sh): SPLIT (the data folder,
 # default data/fmnist_split, made by the data stage only when it is the default), SEEDS (5),
-# LRS (1e-3,2e-3,4e-3), EXTRA (key=value overrides for every run and evaluation, e.g.
+# LRS (1e-3,2e-3,4e-3), FIGURES (default docs/figures), SFVIT (the binary), EXTRA (key=value overrides for every run and evaluation, e.g.
 # "train.epochs=1"), SWEEP_ARGS (the sweep's options, default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/sfvit ] || bash scripts/fmnist_data.sh
+if [ -z "${SFVIT:-}" ]; then [ -x build/sfvit ] || bash scripts/fmnist_data.sh; fi
 sfvit=${SFVIT:-$PWD/build/sfvit}
+figures=${FIGURES:-docs/figures}
 out=${OUT:-results/study}
 jobs=${JOBS:-2}
 split=${SPLIT:-data/fmnist_split}
@@ -72,7 +73,7 @@ write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
   mkdir -p "$out/lr"
   {
     echo "# written by scripts/study.sh: configs/study/$arm.yaml at the lr its calibration chose"
-    echo "base: ../../../configs/study/$arm.yaml"
+    echo "base: $(realpath --relative-to="$out/lr" configs/study/$arm.yaml)"
     echo "optim:"
     echo "  lr: $lr"
     if [ $# -gt 0 ]; then echo "model:"; for kv in "$@"; do echo "  $kv"; done; fi
@@ -152,7 +153,7 @@ stage_sweep() {
 }
 
 stage_report() {
-  local rep=$out/report fig=docs/figures
+  local rep=$out/report fig=$figures
   mkdir -p "$rep" "$fig"
   local m=$out/main a=$out/ablate
   cmp() { # NAME BASE OTHER...: paired test-set differences

@@ -60,6 +60,15 @@ check "resume: final weights and moments bit-identical" test "$(tensor_bytes run
 out=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1); rc=$?
 check "eval exits 0" test $rc -eq 0
 check "eval prints top-1 and top-5" grep -q "top-1 .*top-5" <<< "$out"
+# a checkpoint in an ablation's variant folder: a path holding '=' is not a key=value override
+mkdir -p "grid/attn_norm=l1/seed0" && cp runs/full/best.safetensors "grid/attn_norm=l1/seed0/"
+out2=$("$SFVIT" eval "grid/attn_norm=l1/seed0/best.safetensors" --data fm 2>&1); rc=$?
+check "eval of grid/attn_norm=l1/seed0/best.safetensors: the same top-1" \
+  test $rc -eq 0 -a "$(grep -o "top-1 [0-9.]*%" <<< "$out2")" = "$(grep -o "top-1 [0-9.]*%" <<< "$out")"
+out2=$(cd grid && "$SFVIT" eval "attn_norm=l1/seed0/best.safetensors" --data ../fm 2>&1); rc=$?
+check "eval of attn_norm=l1/seed0/best.safetensors (relative, '=' before '/')" test $rc -eq 0
+out2=$("$SFVIT" eval runs/full/best.safetensors --data fm model.no_such_key=1 2>&1); rc=$?
+check "a key=value that names no file is still an override (unknown key refused)" test $rc -ne 0
 
 # ---- fine-tune on 5 classes: head re-initialized ----
 mkdir -p fm5/train fm5/val
