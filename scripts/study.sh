@@ -11,7 +11,9 @@
 #             calibration run at that lr (linked, not trained again)                 (~120 min)
 #   ablate    the papers' ablations at the arm's lr, 5 seeds each (l2 and no normalization,
 #             one head for SimA and softmax, ReLU, no LPI), and the lr ladder: l1 / l2 / none
-#             at 4x and 16x the SimA arm's lr, one seed each                          (~135 min)
+#             at 4x and 16x the SimA arm's lr, one seed each; the horizon check: ViT-SimA
+#             and XCiT-SimA trained 15 epochs instead of 5 (seed 0), to see how far from
+#             levelled off the 5-epoch numbers are                                     (~155 min)
 #   evaluate  every finished run on the test split (test.json, test_preds.csv.gz); SOFT arms
 #             with 1..40 Newton-Raphson iterations; ViT arms at test resolutions 28..56; the
 #             token-norm saliency of the SimA arms, trained and at initialization     (~20 min)
@@ -23,7 +25,7 @@
 # Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study);
 # for a quick rehearsal of the whole pipeline (tests/test_study.sh): SPLIT (the data folder,
 # default data/fmnist_split, made by the data stage only when it is the default), SEEDS (5),
-# LRS (1e-3,2e-3,4e-3), FIGURES (default docs/figures), SFVIT (the binary), EXTRA (key=value overrides for every run and evaluation, e.g.
+# LRS (1e-3,2e-3,4e-3), HORIZON_EPOCHS (15), FIGURES (default docs/figures), SFVIT (the binary), EXTRA (key=value overrides for every run and evaluation, e.g.
 # "train.epochs=1"), SWEEP_ARGS (the sweep's options, default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,7 @@ split=${SPLIT:-data/fmnist_split}
 arms=(vit_sima vit_msa vit_soft vit_softpp xcit_sima xcit_xca cvt_sima cvt_msa)
 lrs=${LRS:-1e-3,2e-3,4e-3}
 seeds=${SEEDS:-5}
+horizon=${HORIZON_EPOCHS:-15}
 extra="data.root=$split ${EXTRA:-}"
 
 # parallel CMD...: the lines of standard input, each a command, run JOBS at a time; fails if any failed.
@@ -109,6 +112,7 @@ stage_ablate() {
       echo "'$sfvit' ablate $out/lr/$v.yaml $extra train.out=$out/ablate train.name=$v --seeds $seeds > $out/logs/ablate_$v.log 2>&1"
     done
     echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 $extra train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
+    echo "'$sfvit' ablate $out/lr/vit_sima.yaml,$out/lr/xcit_sima.yaml $extra train.epochs=$horizon train.out=$out/ablate train.name=horizon --seeds 1 > $out/logs/ablate_horizon.log 2>&1"
   } | parallel
 }
 
@@ -149,7 +153,7 @@ stage_evaluate() {
 
 stage_sweep() {
   mkdir -p "$out/sweep"
-  [ -f "$out/sweep/sweep.csv" ] || "$sfvit" bench --token-sweep ${SWEEP_ARGS:-} -o "$out/sweep/sweep.csv" train.threads=1 | tee "$out/sweep/sweep.txt"
+  [ -f "$out/sweep/sweep.csv" ] || SFVIT_THREADS=1 "$sfvit" bench --token-sweep ${SWEEP_ARGS:-} -o "$out/sweep/sweep.csv" | tee "$out/sweep/sweep.txt"
 }
 
 stage_report() {

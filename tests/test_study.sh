@@ -19,7 +19,7 @@ source "$ROOT/tests/lib.sh"
 fmnist_subset "$SFVIT" "$ROOT" 256 128
 cp -r fm/val fm/test
 O=$W/study
-export SFVIT OUT=$O SPLIT=$W/fm FIGURES=$W/fig SEEDS=3 LRS=1e-3,4e-3 JOBS=2 SFVIT_THREADS=1 \
+export SFVIT OUT=$O SPLIT=$W/fm FIGURES=$W/fig SEEDS=3 LRS=1e-3,4e-3 HORIZON_EPOCHS=2 JOBS=2 SFVIT_THREADS=1 \
   EXTRA="train.epochs=1 data.workers=1 train.log_every=4 train.eval_batch_size=64" \
   SWEEP_ARGS="--tokens 16:64 --dh 4 --heads 1 --min-time 0 --steps 1 --warmup 0"
 bash "$ROOT/scripts/study.sh" > study.log 2>&1; rc=$?
@@ -45,6 +45,8 @@ for g in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head vit_sima_relu xc
   check "ablate $g: 3 seeds" test "$(ls -d "$O/ablate/$g/config=$g"/seed*/result.json 2> /dev/null | wc -l)" -eq 3
 done
 check "lr ladder: l1/l2/none x 2 lrs" test "$(tail -n +2 "$O/ablate/lr_ladder/runs.csv" | wc -l)" -eq 6
+check "horizon: ViT-SimA and XCiT-SimA trained HORIZON_EPOCHS (2) epochs" \
+  test "$(grep -h '"epochs":' "$O"/ablate/horizon/config=*/seed0/result.json | grep -c '2,')" -eq 2
 
 runs=$(find -L "$O/calib" "$O/main" "$O/ablate" -name result.json -path '*/seed*' -printf '%h\n' | xargs realpath | sort -u)
 n_runs=$(wc -l <<< "$runs")
