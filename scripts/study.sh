@@ -61,18 +61,22 @@ stage_calib() {
   done | parallel
 }
 
-# The lr of an arm: the best final val top-1 of its calibration (the smaller lr on a tie).
+# The lr of an arm: the best final val top-1 of its calibration (the smaller lr on a tie);
+# fails while a calibration run is unfinished, so no arm goes on with a partial choice.
 best_lr() { # ARM
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "final_top1_mean") col = i; next }
-           { v = $1; gsub(/"/, "", v); sub(/^lr=/, "", v); t = $col + 0;
-             if (col && $col != "" && $col != "NaN" && (!seen || t > best || (t == best && v + 0 < lr + 0))) { best = t; lr = v; seen = 1 } }
-           END { if (!seen) exit 1; print lr }' "$out/calib/$1/ablation.csv"
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "final_top1_mean") col = i; if ($i == "status") st = i }; next }
+           { v = $1; gsub(/"/, "", v); sub(/^lr=/, "", v); s = $st; gsub(/"/, "", s)
+             if (s == "pending") { pending = 1; next }
+             if ($col !~ /^[0-9.]+$/) next
+             t = $col + 0
+             if (!seen || t > best || (t == best && v + 0 < lr + 0)) { best = t; lr = v; seen = 1 } }
+           END { if (pending || !seen) exit 1; print lr }' "$out/calib/$1/ablation.csv"
 }
 
 # results/study/lr/<arm>.yaml: the arm at its calibrated lr, the base of main and ablate.
 write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
   local arm=$1 name=${2:-$1} lr; shift; [ $# -gt 0 ] && shift
-  lr=$(best_lr "$arm") || { echo "study: $arm has no finished calibration (run the calib stage)"; return 1; }
+  lr=$(best_lr "$arm") || { echo "study: the calibration of $arm has not finished (run the calib stage)"; return 1; }
   mkdir -p "$out/lr"
   {
     echo "# written by scripts/study.sh: configs/study/$arm.yaml at the lr its calibration chose"
@@ -86,14 +90,19 @@ write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
 # Seeds 1.. are trained here; seed 0 is a link to the calibration run at the chosen lr (the
 # same config: ablate's own cells are seeds 1.., and `sfvit compare` reads every seed folder).
 stage_main() {
+  local a lr cmds=() missing=0
   for a in "${arms[@]}"; do
+    if ! lr=$(best_lr "$a"); then
+      echo "study: main: $a waits for its calibration (run the calib stage)"; missing=1; continue
+    fi
     write_lr_config "$a"
-    local lr; lr=$(best_lr "$a")
     local cell=$out/main/$a/config=$a
     mkdir -p "$cell"
     [ -e "$cell/seed0" ] || ln -s "../../../calib/$a/lr=$lr/seed0" "$cell/seed0"
-    echo "'$sfvit' ablate $out/lr/$a.yaml $extra train.out=$out/main train.name=$a train.seed=1 --seeds $((seeds - 1)) > $out/logs/main_$a.log 2>&1"
-  done | parallel
+    cmds+=("'$sfvit' ablate $out/lr/$a.yaml $extra train.out=$out/main train.name=$a train.seed=1 --seeds $((seeds - 1)) > $out/logs/main_$a.log 2>&1")
+  done
+  [ ${#cmds[@]} -eq 0 ] || printf '%s\n' "${cmds[@]}" | parallel
+  return $missing
 }
 
 stage_ablate() {
@@ -154,15 +163,35 @@ stage_evaluate() {
 stage_sweep() {
   mkdir -p "$out/sweep"
   [ -f "$out/sweep/sweep.csv" ] || SFVIT_THREADS=1 "$sfvit" bench --token-sweep ${SWEEP_ARGS:-} -o "$out/sweep/sweep.csv" | tee "$out/sweep/sweep.txt"
+  # SimA's order crossover at N = D_h: both forced orders and auto around 64 tokens
+  [ -f "$out/sweep/crossover.csv" ] || SFVIT_THREADS=1 "$sfvit" bench --token-sweep ${SWEEP_ARGS:---tokens 8:512} \
+    --kinds sima_qk_first,sima_kv_first,sima_auto -o "$out/sweep/crossover.csv" | tee "$out/sweep/crossover.txt"
 }
 
 stage_report() {
   local rep=$out/report fig=$figures
   mkdir -p "$rep" "$fig"
   local m=$out/main a=$out/ablate
-  cmp() { # NAME BASE OTHER...: paired test-set differences
+  # the calibration: val top-1 per arm and lr, the chosen lr in bold (once all its runs finished)
+  {
+    echo "| arm | lr 1e-3 | lr 2e-3 | lr 4e-3 | chosen |"
+    echo "|---|---|---|---|---|"
+    for x in "${arms[@]}"; do
+      local row="| $x |" chosen lr
+      chosen=$(best_lr "$x" 2> /dev/null) || chosen=""
+      for lr in ${lrs//,/ }; do
+        local f=$out/calib/$x/lr=$lr/seed0/result.json v="–"
+        [ -f "$f" ] && v=$(sed -n 's/.*"final_top1":[[:space:]]*\([^,]*\),*/\1/p' "$f")
+        [ "$lr" = "$chosen" ] && v="**$v**"
+        row+=" $v |"
+      done
+      echo "$row ${chosen:-not yet} |"
+    done
+  } > "$rep/calib.md"
+  cmp() { # NAME BASE OTHER...: paired test-set differences, when their runs exist
     local name=$1; shift
-    "$sfvit" compare "$@" --file test.json --metric top1 -o "$rep/$name.md" > /dev/null
+    "$sfvit" compare "$@" --file test.json --metric top1 -o "$rep/$name.md" > /dev/null 2>&1 ||
+      echo "study: report: $name not yet (its runs or test files are missing)"
   }
   cmp kinds_vit $m/vit_msa/config=vit_msa $m/vit_sima/config=vit_sima $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
   cmp kinds_xcit $m/xcit_xca/config=xcit_xca $m/xcit_sima/config=xcit_sima
@@ -175,9 +204,12 @@ stage_report() {
   cmp soft_pp $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
   local dirs=()
   for x in "${arms[@]}"; do dirs+=("$m/$x/config=$x"); done
-  "$sfvit" plot --dots "${dirs[@]}" -o $fig/study_arms.png
-  "$sfvit" plot "${dirs[@]}" -o $fig/study_curves.png
+  if [ -d "$m" ]; then
+    "$sfvit" plot --dots --file test.json --metric top1 "${dirs[@]}" -o $fig/study_arms.png
+    "$sfvit" plot "${dirs[@]}" -o $fig/study_curves.png
+  fi
   [ -f "$out/sweep/sweep.csv" ] && "$sfvit" plot "$out/sweep/sweep.csv" -o $fig/study_scaling.png
+  [ -f "$out/sweep/crossover.csv" ] && "$sfvit" plot "$out/sweep/crossover.csv" -o $fig/study_crossover.png
   return 0
 }
 

@@ -71,6 +71,7 @@ check "sweep: CSV" test -s "$O/sweep/sweep.csv"
 for t in kinds_vit kinds_xcit kinds_cvt norm heads_sima heads_msa relu lpi soft_pp; do
   check "report: $t.md pairs 3 seeds" grep -q "| 3 |" "$O/report/$t.md"
 done
+check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c '| \*\*' "$O/report/calib.md")" -eq 8
 check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curves.png" -a -s "$W/fig/study_scaling.png"
 
 # ---- the same command again: nothing is trained or evaluated twice ----
