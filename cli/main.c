@@ -43,7 +43,17 @@ static void choose_omp_wait_policy(char **argv) {
     /* exec failed: carry on with the default policy. */
 }
 
+/* SFVIT_GEMM is read by the ops layer when the first product runs, where a bad value can
+ * only be warned about; the command refuses it before doing anything. */
+static int check_gemm_env(void) {
+    const char *e = getenv("SFVIT_GEMM");
+    if (!e || !*e || !strcmp(e, "auto") || !strcmp(e, "openblas") || !strcmp(e, "onednn")) return 0;
+    sf_error("SFVIT_GEMM=%s: expected auto, openblas or onednn (or unset)", e);
+    return -1;
+}
+
 int main(int argc, char **argv) {
+    if (check_gemm_env() != 0) return 2;
     choose_omp_wait_policy(argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);
