@@ -9,11 +9,12 @@
 #   calib     every arm at lr 1e-3, 2e-3 and 4e-3, seed 0, 5 epochs, scored on val   (~90 min)
 #   main      every arm at its own lr (the best val top-1 of calib), seeds 0-4; seed 0 is the
 #             calibration run at that lr (linked, not trained again)                 (~120 min)
-#   ablate    the papers' ablations at the arm's lr, 5 seeds each (l2 and no normalization,
-#             one head for SimA and softmax, ReLU, no LPI), and the lr ladder: l1 / l2 / none
-#             at 4x and 16x the SimA arm's lr, one seed each; the horizon check: ViT-SimA
-#             and XCiT-SimA trained 15 epochs instead of 5 (seed 0), to see how far from
-#             levelled off the 5-epoch numbers are                                     (~155 min)
+#   ablate1   the papers' ablations at the arm's lr, 5 seeds each: l2 and no normalization of
+#             SimA's Q/K, one head for SimA and for softmax attention                  (~95 min)
+#   ablate2   ReLU for GELU, no LPI (5 seeds each); the lr ladder: l1 / l2 / none at 4x and
+#             16x the SimA arm's lr, one seed each; the horizon check: ViT-SimA and XCiT-SimA
+#             trained 15 epochs instead of 5 (seed 0), to see how far from levelled off the
+#             5-epoch numbers are                                                      (~105 min)
 #   evaluate  every finished run on the test split (test.json, test_preds.csv.gz); SOFT arms
 #             with 1..40 Newton-Raphson iterations; ViT arms at test resolutions 28..56; the
 #             token-norm saliency of the SimA arms, trained and at initialization     (~20 min)
@@ -105,11 +106,20 @@ stage_main() {
   return $missing
 }
 
-stage_ablate() {
+# The ablations, in two stages of under two hours each; every ablation at its arm's lr.
+ablation_cmd() { # NAME: a 5-seed grid of the generated config NAME.yaml
+  echo "'$sfvit' ablate $out/lr/$1.yaml $extra train.out=$out/ablate train.name=$1 --seeds $seeds > $out/logs/ablate_$1.log 2>&1"
+}
+
+stage_ablate1() {  # normalization and heads
   write_lr_config vit_sima vit_sima_l2 "attn_norm: l2"
   write_lr_config vit_sima vit_sima_none "attn_norm: none"
   write_lr_config vit_sima vit_sima_1head "num_heads: 1"
   write_lr_config vit_msa vit_msa_1head "num_heads: 1"
+  for v in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head; do ablation_cmd $v; done | parallel
+}
+
+stage_ablate2() {  # ReLU, LPI, the lr ladder, the horizon check
   write_lr_config vit_sima vit_sima_relu "act: relu"
   write_lr_config xcit_sima xcit_sima_nolpi "lpi: false"
   local lr x4 x16
@@ -117,9 +127,8 @@ stage_ablate() {
   x4=$(awk -v l="$lr" 'BEGIN { printf "%g", 4 * l }')
   x16=$(awk -v l="$lr" 'BEGIN { printf "%g", 16 * l }')
   {
-    for v in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head vit_sima_relu xcit_sima_nolpi; do
-      echo "'$sfvit' ablate $out/lr/$v.yaml $extra train.out=$out/ablate train.name=$v --seeds $seeds > $out/logs/ablate_$v.log 2>&1"
-    done
+    ablation_cmd vit_sima_relu
+    ablation_cmd xcit_sima_nolpi
     echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 $extra train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
     echo "'$sfvit' ablate $out/lr/vit_sima.yaml,$out/lr/xcit_sima.yaml $extra train.epochs=$horizon train.out=$out/ablate train.name=horizon --seeds 1 > $out/logs/ablate_horizon.log 2>&1"
   } | parallel
@@ -214,11 +223,11 @@ stage_report() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data calib main ablate evaluate sweep report)
+[ ${#stages[@]} -gt 0 ] || stages=(data calib main ablate1 ablate2 evaluate sweep report)
 mkdir -p "$out/logs"
 for s in "${stages[@]}"; do
   case $s in
-    data|calib|main|ablate|evaluate|sweep|report) echo "== study: $s ($(date -u +%H:%M:%S))"; "stage_$s" ;;
-    *) echo "study.sh: unknown stage '$s' (data calib main ablate evaluate sweep report)" >&2; exit 2 ;;
+    data|calib|main|ablate1|ablate2|evaluate|sweep|report) echo "== study: $s ($(date -u +%H:%M:%S))"; "stage_$s" ;;
+    *) echo "study.sh: unknown stage '$s' (data calib main ablate1 ablate2 evaluate sweep report)" >&2; exit 2 ;;
   esac
 done

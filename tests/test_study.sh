@@ -25,7 +25,7 @@ export SFVIT OUT=$O SPLIT=$W/fm FIGURES=$W/fig SEEDS=3 LRS=1e-3,4e-3 HORIZON_EPO
 bash "$ROOT/scripts/study.sh" > study.log 2>&1; rc=$?
 check "every stage exits 0" test $rc -eq 0
 [ $rc -eq 0 ] || tail -30 study.log
-check "the stages ran in order" test "$(grep -c '^== study: ' study.log)" -eq 7
+check "the stages ran in order" test "$(grep -c '^== study: ' study.log)" -eq 8
 
 ARMS="vit_sima vit_msa vit_soft vit_softpp xcit_sima xcit_xca cvt_sima cvt_msa"
 for a in $ARMS; do
@@ -76,7 +76,7 @@ check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curv
 
 # ---- the same command again: nothing is trained or evaluated twice ----
 stamp=$(mktemp -p "$W"); touch "$stamp"
-bash "$ROOT/scripts/study.sh" calib main ablate evaluate > again.log 2>&1; rc=$?
+bash "$ROOT/scripts/study.sh" calib main ablate1 ablate2 evaluate > again.log 2>&1; rc=$?
 check "again: exits 0" test $rc -eq 0
 check "again: no run or evaluation file rewritten" test "$(find "$O" \( -name result.json -o -name 'test.json' -o -name 'nr_iters_*.json' -o -name 'saliency*.json' \) -newer "$stamp" | wc -l)" -eq 0
 check "again: every cell finished earlier" test "$(grep -h "finished earlier, not run again" "$O"/logs/*.log | wc -l)" -ge "$n_runs"
