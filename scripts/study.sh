@@ -15,11 +15,12 @@
 #             16x the SimA arm's lr, one seed each; the horizon check: ViT-SimA and XCiT-SimA
 #             trained 15 epochs instead of 5 (seed 0), to see how far from levelled off the
 #             5-epoch numbers are                                                      (~105 min)
-#   evaluate  every finished run on the test split (test.json, test_preds.csv.gz); SOFT arms
+#   evaluate  (also at the end of each training stage: checkpoints are not kept in git)
+#             every finished run on the test split (test.json, test_preds.csv.gz); SOFT arms
 #             with 1..40 Newton-Raphson iterations; ViT arms at test resolutions 28..56; the
 #             token-norm saliency of the SimA arms, trained and at initialization     (~20 min)
 #   sweep     `sfvit bench --token-sweep`: time and memory against the token count (wants an
-#             otherwise idle machine)                                                  (~15 min)
+#             otherwise idle machine)                                                   (~5 min)
 #   report    the tables (`sfvit compare`) and figures (`sfvit plot`) of docs/results.md
 # The minutes are for an idle 2-core machine running two single-thread runs at a time.
 # Usage: bash scripts/study.sh [STAGE ...]        (default: every stage in order)
@@ -60,6 +61,7 @@ stage_calib() {
   for a in "${arms[@]}"; do
     echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
   done | parallel
+  stage_evaluate
 }
 
 # The lr of an arm: the best final val top-1 of its calibration (the smaller lr on a tie);
@@ -103,6 +105,7 @@ stage_main() {
     cmds+=("'$sfvit' ablate $out/lr/$a.yaml $extra train.out=$out/main train.name=$a train.seed=1 --seeds $((seeds - 1)) > $out/logs/main_$a.log 2>&1")
   done
   [ ${#cmds[@]} -eq 0 ] || printf '%s\n' "${cmds[@]}" | parallel
+  stage_evaluate
   return $missing
 }
 
@@ -117,6 +120,7 @@ stage_ablate1() {  # normalization and heads
   write_lr_config vit_sima vit_sima_1head "num_heads: 1"
   write_lr_config vit_msa vit_msa_1head "num_heads: 1"
   for v in vit_sima_l2 vit_sima_none vit_sima_1head vit_msa_1head; do ablation_cmd $v; done | parallel
+  stage_evaluate
 }
 
 stage_ablate2() {  # ReLU, LPI, the lr ladder, the horizon check
@@ -132,12 +136,17 @@ stage_ablate2() {  # ReLU, LPI, the lr ladder, the horizon check
     echo "'$sfvit' ablate $out/lr/vit_sima.yaml model.attn_norm=l1,l2,none optim.lr=$x4,$x16 $extra train.out=$out/ablate train.name=lr_ladder --seeds 1 > $out/logs/ablate_lr_ladder.log 2>&1"
     echo "'$sfvit' ablate $out/lr/vit_sima.yaml,$out/lr/xcit_sima.yaml $extra train.epochs=$horizon train.out=$out/ablate train.name=horizon --seeds 1 > $out/logs/ablate_horizon.log 2>&1"
   } | parallel
+  stage_evaluate
 }
 
 # Every finished run folder (result.json, not diverged) under DIR...
 # (seed 0 of a main arm is a link to its calibration run: followed, and each run listed once).
 finished_runs() { find -L "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | xargs -r realpath | sort -u; }
 
+# Checkpoints stay on the machine that trained them (results/study/.gitignore), so every
+# training stage ends with this stage, and a sitting stopped in the middle of one runs it
+# before it ends; the calibration runs get the SOFT/resolution/saliency evaluations too, since
+# one of them becomes seed 0 of its arm.
 stage_evaluate() {
   local r
   # test top-1 and per-image predictions of every finished run
@@ -147,14 +156,14 @@ stage_evaluate() {
   done | parallel
   # Newton-Raphson iterations at evaluation (SOFT arms), test resolutions (ViT arms)
   for a in vit_soft vit_softpp; do
-    for r in $(finished_runs "$out/main/$a"); do
+    for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
       for it in 1 2 3 5 10 20 40; do
         [ -f "$r/nr_iters_$it.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.nr_iters=$it --json $r/nr_iters_$it.json > /dev/null"
       done
     done
   done | parallel
   for a in vit_sima vit_msa vit_soft vit_softpp; do
-    for r in $(finished_runs "$out/main/$a"); do
+    for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
       for side in 36 44 56; do
         [ -f "$r/img_size_$side.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.img_size=$side --json $r/img_size_$side.json > /dev/null"
       done
@@ -162,7 +171,7 @@ stage_evaluate() {
   done | parallel
   # token-norm saliency of the SimA arms: trained, and the same config at initialization
   for a in vit_sima xcit_sima; do
-    for r in $(finished_runs "$out/main/$a"); do
+    for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
       [ -f "$r/saliency.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --json $r/saliency.json > /dev/null"
       [ -f "$r/saliency_init.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --random-init --json $r/saliency_init.json > /dev/null"
     done
