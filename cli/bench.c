@@ -15,8 +15,7 @@
 #include "cli.h"
 #include "sfvit/precision.h"
 
-/* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable. */
-static double proc_status_mib(const char *field) {
+double cli_proc_status_mib(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0.0;
     char line[256];
@@ -113,7 +112,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         if (s >= 0) tf[s] = t1 - t0, tb[s] = t2 - t1, to[s] = t3 - t2;
     }
     r->arena_peak = sf_ctx_arena_peak(&g);
-    r->train_rss = proc_status_mib("VmHWM");
+    r->train_rss = cli_proc_status_mib("VmHWM");
     sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
     sf_bf16_weights_clear();
     for (int s = -warmup; s < steps && infer; s++) {
@@ -212,7 +211,7 @@ int sf_cmd_bench(int argc, char **argv) {
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     const int threads = sf_threads_init(cfg.train.threads);
     if (sf_precision_setup(&cfg, 1) != 0) return 1;
-    const double base_rss = proc_status_mib("VmRSS");
+    const double base_rss = cli_proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
     const int B = cfg.train.batch_size;
 

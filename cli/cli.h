@@ -72,6 +72,9 @@ int sf_cmd_plot(int argc, char **argv);
 int sf_cmd_predict(int argc, char **argv);
 int sf_cmd_export(int argc, char **argv);
 
+/* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable
+ * (cli/bench.c; the sweep's peak memory too). */
+double cli_proc_status_mib(const char *field);
 /* `sfvit bench --token-sweep` (cli/sweep.c), after bench's cli_parse; frees args. */
 int cli_bench_token_sweep(cli_args *args);
 /* Least-squares slope of log y on log x over the points with x, y > 0 (NaN below two). */

@@ -63,21 +63,6 @@ double sweep_loglog_slope(const double *x, const double *y, int n) {
 
 /* ---- memory ---- */
 
-/* A field of /proc/self/status in bytes (VmRSS: now, VmHWM: peak), 0 when unavailable. */
-static double status_bytes(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0.0;
-    char line[256];
-    double kib = 0.0;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') {
-            kib = atof(line + n + 1);
-            break;
-        }
-    fclose(f);
-    return kib * 1024.0;
-}
 
 /* Resets VmHWM to the current resident set (Linux >= 4.0); 0 on success. */
 static int reset_peak_rss(void) {
@@ -158,7 +143,7 @@ static void time_phase(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tens
     r->ms = 1e3 * (n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]));
     r->reps = n;
     r->arena_bytes = (double)sf_ctx_arena_peak(&g);
-    r->peak_bytes = status_bytes("VmHWM");
+    r->peak_bytes = cli_proc_status_mib("VmHWM") * 1048576.0;
     free(t);
     sf_ctx_free(&g);
 }

@@ -14,32 +14,12 @@ W=$(mktemp -d /tmp/sfvit-plot-XXXXXX)
 cd "$W"
 source "$ROOT/tests/lib.sh"
 
-# Pixels of colour R,G,B in the box [x0, x1) x [y0, y1) of an 8-bit RGB PNG (Python's zlib
-# only: the five PNG row filters undone here; the decoded rows are kept in PNG.rows).
+# Pixels of colour R,G,B in the box [x0, x1) x [y0, y1) of an 8-bit RGB PNG (tests/png_rows.py;
+# the decoded rows are kept in PNG.rows).
 count_color() { # PNG R G B x0 y0 x1 y1
-  python3 - "$@" <<'EOF'
-import os, pickle, struct, sys, zlib
-def decode(path):
-    data, pos, idat = open(path, "rb").read(), 8, b""
-    while pos < len(data):
-        n, t = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if t == b"IHDR": w, h, depth, ctype = struct.unpack(">IIBB", body[:10]); assert (depth, ctype) == (8, 2)
-        if t == b"IDAT": idat += body
-        pos += 12 + n
-    raw, stride, rows, prev = zlib.decompress(idat), 3 * w, [], bytearray(3 * w)
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - 3] if i >= 3 else 0; up = prev[i]; c = prev[i - 3] if i >= 3 else 0
-            if f == 1: line[i] = (line[i] + a) & 255
-            elif f == 2: line[i] = (line[i] + up) & 255
-            elif f == 3: line[i] = (line[i] + (a + up) // 2) & 255
-            elif f == 4:
-                p = a + up - c; pa, pb, pc = abs(p - a), abs(p - up), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else up if pb <= pc else c)) & 255
-        rows.append(line); prev = line
-    return w, h, rows
+  PYTHONPATH="$ROOT/tests" python3 - "$@" <<'EOF'
+import os, pickle, sys
+from png_rows import decode
 path, r, g, b, x0, y0, x1, y1 = sys.argv[1], *map(int, sys.argv[2:])
 cache = path + ".rows"
 if os.path.exists(cache) and os.path.getmtime(cache) >= os.path.getmtime(path):

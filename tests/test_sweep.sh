@@ -90,26 +90,10 @@ check "figure decodes at 1600x726 (three panels, a legend row per kind)" \
   test "$("$SFVIT" data check-image a.png | sed -n 's/.*: \([0-9]*x[0-9]*\), 3 channels$/\1/p')" = 1600x726
 # Pixels of each kind's tab10 colour per panel (x0 90 + 510 i): in its plot area (380 wide, y
 # 90..490), where later kinds may cover earlier ones, and in its legend's swatches (below 530).
-colours=$(python3 - a.png <<'EOF'
-import struct, sys, zlib
-data, pos, idat = open(sys.argv[1], "rb").read(), 8, b""
-while pos < len(data):
-    n, t = struct.unpack(">I4s", data[pos:pos + 8]); body = data[pos + 8:pos + 8 + n]
-    if t == b"IHDR": w, h = struct.unpack(">II", body[:8])
-    if t == b"IDAT": idat += body
-    pos += 12 + n
-raw, stride, prev, rows = zlib.decompress(idat), 3 * w, bytearray(3 * w), []
-for y in range(h):
-    f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-    for i in range(stride):
-        a = line[i - 3] if i >= 3 else 0; up = prev[i]; c = prev[i - 3] if i >= 3 else 0
-        if f == 1: line[i] = (line[i] + a) & 255
-        elif f == 2: line[i] = (line[i] + up) & 255
-        elif f == 3: line[i] = (line[i] + (a + up) // 2) & 255
-        elif f == 4:
-            p = a + up - c; pa, pb, pc = abs(p - a), abs(p - up), abs(p - c)
-            line[i] = (line[i] + (a if pa <= pb and pa <= pc else up if pb <= pc else c)) & 255
-    rows.append(line); prev = line
+colours=$(PYTHONPATH="$ROOT/tests" python3 - a.png <<'EOF'
+import sys
+from png_rows import decode
+w, h, rows = decode(sys.argv[1])
 tab10 = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75)]
 for k, col in enumerate(tab10):
     for p in range(3):
