@@ -6,7 +6,9 @@
 #   data      data/fmnist_split: train = the first 50,000 Fashion-MNIST training images, val =
 #             the last 10,000 (picks each arm's learning rate), test = the 10,000 test images
 #             (evaluated once per finished run, for the reported numbers)
-#   calib     every arm at lr 1e-3, 2e-3 and 4e-3, seed 0, 5 epochs, scored on val   (~90 min)
+#   calib     every arm at lr 1e-3, 2e-3 and 4e-3, seed 0, 5 epochs, scored on val; an arm
+#             best at an edge of its grid gets the next lr (x2 or /2) on that side, up to
+#             4x beyond the first grid                                                 (~90 min)
 #   main      every arm at its own lr (the best val top-1 of calib), seeds 0-4; seed 0 is the
 #             calibration run at that lr (linked, not trained again)                 (~120 min)
 #   ablate1   the papers' ablations at the arm's lr, 5 seeds each: l2 and no normalization of
@@ -57,10 +59,36 @@ stage_data() {
 }
 
 # Each arm's calibration is its own grid: calib/<arm>/lr=<lr>/seed0.
+# The lrs an arm's calibration grid holds, ascending ("1e-3 2e-3 4e-3").
+calib_lrs() { # ARM
+  [ -f "$out/calib/$1/ablation.csv" ] || { echo "${lrs//,/ }"; return; }
+  awk -F, 'NR > 1 { v = $1; gsub(/"/, "", v); sub(/^lr=/, "", v); print v }' "$out/calib/$1/ablation.csv" | sort -g | tr '\n' ' '
+}
+
+# A best lr at the edge of the grid is not a calibrated one: the grid grows by a factor 2 on
+# that side until the best is inside it, at most to 4x beyond the first grid's ends (so the
+# same command again adds nothing); a best still at the edge then is reported as such.
 stage_calib() {
   for a in "${arms[@]}"; do
     echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
   done | parallel
+  local first_lo first_hi round a
+  first_lo=$(tr ',' '\n' <<< "$lrs" | sort -g | head -1)
+  first_hi=$(tr ',' '\n' <<< "$lrs" | sort -g | tail -1)
+  for round in 1 2; do
+    for a in "${arms[@]}"; do
+      local grid best lo hi new
+      grid=$(calib_lrs "$a")
+      best=$(best_lr "$a") || continue
+      lo=${grid%% *}; hi=$(echo $grid | awk '{ print $NF }')
+      new=""
+      if [ "$best" = "$hi" ]; then new=$(awk -v l="$hi" -v f="$first_hi" 'BEGIN { if (2 * l <= 4 * f * 1.001) printf "%g", 2 * l }')
+      elif [ "$best" = "$lo" ]; then new=$(awk -v l="$lo" -v f="$first_lo" 'BEGIN { if (l / 2 >= f / 4 * 0.999) printf "%g", l / 2 }'); fi
+      [ -n "$new" ] || continue
+      echo "study: calib: $a is best at the edge of its grid (lr $best): adding lr $new" >&2
+      echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$(echo $grid $new | tr ' ' '\n' | sort -g | paste -sd,) $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
+    done | parallel
+  done
   stage_evaluate
 }
 
@@ -192,18 +220,19 @@ stage_report() {
   local m=$out/main a=$out/ablate
   # the calibration: val top-1 per arm and lr, the chosen lr in bold (once all its runs finished)
   {
-    echo "| arm | lr 1e-3 | lr 2e-3 | lr 4e-3 | chosen |"
-    echo "|---|---|---|---|---|"
+    echo "| arm | val top-1 (%) at each lr | chosen lr |"
+    echo "|---|---|---|"
+    local x lr
     for x in "${arms[@]}"; do
-      local row="| $x |" chosen lr
+      local chosen cells=""
       chosen=$(best_lr "$x" 2> /dev/null) || chosen=""
-      for lr in ${lrs//,/ }; do
+      for lr in $(calib_lrs "$x"); do
         local f=$out/calib/$x/lr=$lr/seed0/result.json v="–"
         [ -f "$f" ] && v=$(sed -n 's/.*"final_top1":[[:space:]]*\([^,]*\),*/\1/p' "$f")
         [ "$lr" = "$chosen" ] && v="**$v**"
-        row+=" $v |"
+        cells+="${cells:+, }$lr: $v"
       done
-      echo "$row ${chosen:-not yet} |"
+      echo "| $x | $cells | ${chosen:-not yet} |"
     done
   } > "$rep/calib.md"
   cmp() { # NAME BASE OTHER...: paired test-set differences, when their runs exist

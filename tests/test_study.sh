@@ -30,8 +30,13 @@ check "the stages ran in order" test "$(grep -c '^== study: ' study.log)" -eq 8
 ARMS="vit_sima vit_msa vit_soft vit_softpp xcit_sima xcit_xca cvt_sima cvt_msa"
 for a in $ARMS; do
   # the best final val top-1 of the calibration, the smaller lr on a tie
-  want=$(for lr in 1e-3 4e-3; do echo "$lr $(python3 -c "import json; print(json.load(open('$O/calib/$a/lr=$lr/seed0/result.json'))['final_top1'])")"; done |
+  # over every lr its grid holds (the two given, and any the edge rule added)
+  want=$(for d in "$O/calib/$a"/lr=*; do lr=${d##*/lr=}; echo "$lr $(python3 -c "import json; print(json.load(open('$d/seed0/result.json'))['final_top1'])")"; done |
          sort -k2,2gr -k1,1g | head -1 | cut -d' ' -f1)
+  grid=$(ls -d "$O/calib/$a"/lr=* | sed 's/.*lr=//' | sort -g | tr '\n' ' ')
+  lo=${grid%% *}; hi=$(echo $grid | awk '{ print $NF }')
+  check "$a: the chosen lr ($want) is inside its grid ($grid) or at the 4x limit" \
+    bash -c "[ '$want' != '$lo' ] && [ '$want' != '$hi' ] || awk 'BEGIN { exit !($want <= 2.5e-4 * 1.001 || $want >= 1.6e-2 * 0.999) }'"
   check "$a: lr/$a.yaml has the calibration's best lr ($want)" grep -qx "  lr: $want" "$O/lr/$a.yaml"
   check "$a: main seed 0 is the calibration run at that lr" \
     test "$(realpath "$O/main/$a/config=$a/seed0")" = "$(realpath "$O/calib/$a/lr=$want/seed0")"
@@ -71,7 +76,7 @@ check "sweep: CSV" test -s "$O/sweep/sweep.csv"
 for t in kinds_vit kinds_xcit kinds_cvt norm heads_sima heads_msa relu lpi soft_pp; do
   check "report: $t.md pairs 3 seeds" grep -q "| 3 |" "$O/report/$t.md"
 done
-check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c '| \*\*' "$O/report/calib.md")" -eq 8
+check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c ': \*\*' "$O/report/calib.md")" -eq 8
 check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curves.png" -a -s "$W/fig/study_scaling.png"
 
 # ---- the same command again: nothing is trained or evaluated twice ----
