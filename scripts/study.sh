@@ -68,25 +68,29 @@ calib_lrs() { # ARM
 # A best lr at the edge of the grid is not a calibrated one: the grid grows by a factor 2 on
 # that side until the best is inside it, at most to 4x beyond the first grid's ends (so the
 # same command again adds nothing); a best still at the edge then is reported as such.
+# calib_extension ARM: the lr to add to ARM's finished grid, or nothing.
+calib_extension() {
+  local grid best lo hi first_lo first_hi
+  grid=$(calib_lrs "$1")
+  best=$(best_lr "$1") || return 0
+  lo=${grid%% *}; hi=$(echo $grid | awk '{ print $NF }')
+  first_lo=$(tr ',' '\n' <<< "$lrs" | sort -g | head -1)
+  first_hi=$(tr ',' '\n' <<< "$lrs" | sort -g | tail -1)
+  if [ "$best" = "$hi" ]; then awk -v l="$hi" -v f="$first_hi" 'BEGIN { if (2 * l <= 4 * f * 1.001) printf "%g\n", 2 * l }'
+  elif [ "$best" = "$lo" ]; then awk -v l="$lo" -v f="$first_lo" 'BEGIN { if (l / 2 >= f / 4 * 0.999) printf "%g\n", l / 2 }'; fi
+}
+
 stage_calib() {
   for a in "${arms[@]}"; do
     echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$lrs $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
   done | parallel
-  local first_lo first_hi round a
-  first_lo=$(tr ',' '\n' <<< "$lrs" | sort -g | head -1)
-  first_hi=$(tr ',' '\n' <<< "$lrs" | sort -g | tail -1)
+  local round a new
   for round in 1 2; do
     for a in "${arms[@]}"; do
-      local grid best lo hi new
-      grid=$(calib_lrs "$a")
-      best=$(best_lr "$a") || continue
-      lo=${grid%% *}; hi=$(echo $grid | awk '{ print $NF }')
-      new=""
-      if [ "$best" = "$hi" ]; then new=$(awk -v l="$hi" -v f="$first_hi" 'BEGIN { if (2 * l <= 4 * f * 1.001) printf "%g", 2 * l }')
-      elif [ "$best" = "$lo" ]; then new=$(awk -v l="$lo" -v f="$first_lo" 'BEGIN { if (l / 2 >= f / 4 * 0.999) printf "%g", l / 2 }'); fi
+      new=$(calib_extension "$a")
       [ -n "$new" ] || continue
-      echo "study: calib: $a is best at the edge of its grid (lr $best): adding lr $new" >&2
-      echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$(echo $grid $new | tr ' ' '\n' | sort -g | paste -sd,) $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
+      echo "study: calib: $a is best at the edge of its grid (lr $(best_lr "$a")): adding lr $new" >&2
+      echo "'$sfvit' ablate configs/study/$a.yaml optim.lr=$(echo $(calib_lrs "$a") $new | tr ' ' '\n' | sort -g | paste -sd,) $extra train.out=$out/calib train.name=$a --seeds 1 > $out/logs/calib_$a.log 2>&1"
     done | parallel
   done
   stage_evaluate
@@ -107,7 +111,9 @@ best_lr() { # ARM
 # results/study/lr/<arm>.yaml: the arm at its calibrated lr, the base of main and ablate.
 write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
   local arm=$1 name=${2:-$1} lr; shift; [ $# -gt 0 ] && shift
-  lr=$(best_lr "$arm") || { echo "study: the calibration of $arm has not finished (run the calib stage)"; return 1; }
+  if ! lr=$(best_lr "$arm") || [ -n "$(calib_extension "$arm")" ]; then
+    echo "study: the calibration of $arm has not finished (run the calib stage)"; return 1
+  fi
   mkdir -p "$out/lr"
   {
     echo "# written by scripts/study.sh: configs/study/$arm.yaml at the lr its calibration chose"
@@ -123,7 +129,7 @@ write_lr_config() { # ARM [NAME key: value ...]: NAME.yaml with extra model keys
 stage_main() {
   local a lr cmds=() missing=0
   for a in "${arms[@]}"; do
-    if ! lr=$(best_lr "$a"); then
+    if ! lr=$(best_lr "$a") || [ -n "$(calib_extension "$a")" ]; then
       echo "study: main: $a waits for its calibration (run the calib stage)"; missing=1; continue
     fi
     write_lr_config "$a"
