@@ -186,28 +186,28 @@ stage_evaluate() {
   # test top-1 and per-image predictions of every finished run
   for r in $(finished_runs "$out/main" "$out/ablate" "$out/calib"); do
     [ -f "$r/test.json" ] || [ ! -f "$r/last.safetensors" ] && continue
-    echo "'$sfvit' eval $r/last.safetensors --data $split --split test --json $r/test.json --save-preds $r/test_preds.csv > /dev/null && gzip -f $r/test_preds.csv"
+    echo "SFVIT_THREADS=1 '$sfvit' eval $r/last.safetensors --data $split --split test --json $r/test.json --save-preds $r/test_preds.csv > /dev/null && gzip -f $r/test_preds.csv"
   done | parallel
   # Newton-Raphson iterations at evaluation (SOFT arms), test resolutions (ViT arms)
   for a in vit_soft vit_softpp; do
     for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
       for it in 1 2 3 5 10 20 40; do
-        [ -f "$r/nr_iters_$it.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.nr_iters=$it --json $r/nr_iters_$it.json > /dev/null"
+        [ -f "$r/nr_iters_$it.json" ] || echo "SFVIT_THREADS=1 '$sfvit' eval $r/last.safetensors --data $split --split test model.nr_iters=$it --json $r/nr_iters_$it.json > /dev/null"
       done
     done
   done | parallel
   for a in vit_sima vit_msa vit_soft vit_softpp; do
     for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
       for side in 36 44 56; do
-        [ -f "$r/img_size_$side.json" ] || echo "'$sfvit' eval $r/last.safetensors --data $split --split test model.img_size=$side --json $r/img_size_$side.json > /dev/null"
+        [ -f "$r/img_size_$side.json" ] || echo "SFVIT_THREADS=1 '$sfvit' eval $r/last.safetensors --data $split --split test model.img_size=$side --json $r/img_size_$side.json > /dev/null"
       done
     done
   done | parallel
   # token-norm saliency of the SimA arms: trained, and the same config at initialization
   for a in vit_sima xcit_sima; do
     for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
-      [ -f "$r/saliency.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --json $r/saliency.json > /dev/null"
-      [ -f "$r/saliency_init.json" ] || echo "'$sfvit' viz $r/last.safetensors --score $split --split test --random-init --json $r/saliency_init.json > /dev/null"
+      [ -f "$r/saliency.json" ] || echo "SFVIT_THREADS=1 '$sfvit' viz $r/last.safetensors --score $split --split test --json $r/saliency.json > /dev/null"
+      [ -f "$r/saliency_init.json" ] || echo "SFVIT_THREADS=1 '$sfvit' viz $r/last.safetensors --score $split --split test --random-init --json $r/saliency_init.json > /dev/null"
     done
   done | parallel
 }
@@ -231,14 +231,17 @@ stage_report() {
     local x lr
     for x in "${arms[@]}"; do
       local chosen cells=""
+      local next
       chosen=$(best_lr "$x" 2> /dev/null) || chosen=""
+      next=$(calib_extension "$x")
+      [ -z "$next" ] || chosen=""
       for lr in $(calib_lrs "$x"); do
         local f=$out/calib/$x/lr=$lr/seed0/result.json v="–"
         [ -f "$f" ] && v=$(sed -n 's/.*"final_top1":[[:space:]]*\([^,]*\),*/\1/p' "$f")
         [ "$lr" = "$chosen" ] && v="**$v**"
         cells+="${cells:+, }$lr: $v"
       done
-      echo "| $x | $cells | ${chosen:-not yet} |"
+      echo "| $x | $cells | ${chosen:-not yet${next:+ (best at the edge: lr $next to run)}} |"
     done
   } > "$rep/calib.md"
   cmp() { # NAME BASE OTHER...: paired test-set differences, when their runs exist
