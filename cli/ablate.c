@@ -359,19 +359,34 @@ static int cell_read_result(cell *c) {
     return ok ? 0 : -1;
 }
 
+/* The config's resolved YAML as a string (free it), or NULL. */
+static char *config_text(const sf_config *cfg) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    sf_config_yaml(cfg, f);
+    fclose(f);
+    return text;
+}
+
 /* A cell folder that already holds a run must hold a run of this cell's config: a study
- * re-run with other settings would otherwise mix two studies in one table. */
-static int cell_check_config(const study *s, const cell *c, const sf_config *cfg) {
-    char have[SF_PATH_MAX + 64], want[SF_PATH_MAX + 32];
-    snprintf(have, sizeof have, "%s/config.yaml", c->dir);
-    if (!file_exists(have)) return 0;
-    snprintf(want, sizeof want, "%s/.config_check.yaml", s->dir);
-    if (sf_mkdir_p(s->dir) != 0 || sf_config_write(cfg, want) != 0) return -1;
-    char *a = sf_read_text_file(have), *b = sf_read_text_file(want);
+ * re-run with other settings would otherwise mix two studies in one table. The settings are
+ * compared, not the file's text: a run written before a key existed holds that key's default,
+ * which is what it trained with. */
+static int cell_check_config(const cell *c, const sf_config *cfg) {
+    char have_path[SF_PATH_MAX + 64];
+    snprintf(have_path, sizeof have_path, "%s/config.yaml", c->dir);
+    if (!file_exists(have_path)) return 0;
+    sf_config have;
+    if (sf_config_load(&have, have_path, 0, NULL) != 0) {
+        sf_hint("%s holds a run this build cannot read; another train.name starts a new study", c->dir);
+        return -1;
+    }
+    char *a = config_text(&have), *b = config_text(cfg);
     int same = a && b && !strcmp(a, b);
     free(a);
     free(b);
-    remove(want);
     if (same) return 0;
     sf_error("ablate: %s holds a run of another config than this study's cell", c->dir);
     sf_hint("same command as before to continue that study, or another train.name for a new one");
@@ -604,7 +619,7 @@ int sf_cmd_ablate(int argc, char **argv) {
         cell *c = &s.cells[i];
         const char *name = s.variants[c->variant].name;
         const sf_config cfg = cell_config(&s, c);
-        if (cell_check_config(&s, c, &cfg) != 0) {  // another study's folder: leave it as it is
+        if (cell_check_config(c, &cfg) != 0) {  // another study's folder: leave it as it is
             study_free(&s);
             return 1;
         }

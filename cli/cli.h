@@ -53,6 +53,10 @@ const char *cli_get(const cli_args *a, const char *command, const char *flag);
 /* Prints "sfvit: error: COMMAND: MESSAGE" and the usage hint; returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes o as indented JSON ending in a newline to path, atomically, and deletes o; 0 or -1
+ * (cli/eval.c). */
+struct cJSON;
+int cli_write_json(const char *path, struct cJSON *o);
 /* Writes s as one CSV field, quoted when it holds a comma, a quote or a line break (cli/eval.c). */
 void cli_csv_field(FILE *f, const char *s);
 

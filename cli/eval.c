@@ -91,6 +91,17 @@ static void fill_preds_csv(FILE *f, const void *arg) {
     }
 }
 
+int cli_write_json(const char *path, cJSON *o) {
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return -1;
+    size_t n = strlen(text);
+    text[n] = '\n';  // cJSON_Print's terminator becomes the file's last newline
+    int rc = sf_write_file_atomic(path, text, n + 1);
+    free(text);
+    return rc;
+}
+
 static int write_json_summary(const char *path, const sf_eval_result *r, const char *ckpt, const char *split) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "top1", r->top1);
@@ -99,13 +110,7 @@ static int write_json_summary(const char *path, const sf_eval_result *r, const c
     cJSON_AddNumberToObject(o, "loss", r->loss);
     cJSON_AddStringToObject(o, "checkpoint", ckpt);
     cJSON_AddStringToObject(o, "split", split);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    size_t n = strlen(text);
-    text[n] = '\n';  // cJSON_Print's terminator becomes the file's last newline
-    int rc = sf_write_file_atomic(path, text, n + 1);
-    free(text);
-    return rc;
+    return cli_write_json(path, o);
 }
 
 /* The checkpoint's weights into ps. A DeiT/ViT evaluated at another model.img_size than it was

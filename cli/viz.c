@@ -281,13 +281,7 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         cJSON_AddNumberToObject(o, "auc_k", mean_auc_k);
         cJSON_AddNumberToObject(o, "spearman_q", mean_rho_q);
         cJSON_AddNumberToObject(o, "spearman_k", mean_rho_k);
-        char *text = cJSON_Print(o);
-        cJSON_Delete(o);
-        size_t len = strlen(text);
-        text[len] = '\n';  // the terminator becomes the file's last newline
-        int rc = sf_write_file_atomic(json_path, text, len + 1);
-        free(text);
-        if (rc != 0) goto done;
+        if (cli_write_json(json_path, o) != 0) goto done;
         printf("wrote %s\n", json_path);
     }
     status = 0;

@@ -2,7 +2,8 @@
 # Integration tests of `sfvit ablate --seeds` on real Fashion-MNIST data (a small subset): the
 # tables (mean, sample std and the 95 % Student-t interval of the mean checked against the runs), a diverging variant shown as NaN with
 # its step, the cell order, resuming after the process is killed mid-grid without re-running
-# finished cells, and a changed study refused in an existing folder.
+# finished cells, and a changed study refused in an existing folder (settings compared, so a run
+# written before a key existed still belongs to its study).
 # Usage: test_ablate.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -92,6 +93,24 @@ out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid "${GRID[@]}" aug.hf
 check "changed study refused" test $rc -ne 0
 check "changed study: the message names the cell folder" grep -q "holds a run of another config" <<< "$out"
 check "changed study: the tables are untouched" grep -q "2/2 diverged at step" $D/ablation.md
+
+# ---- a run written before a key existed holds that key's default: the same study ----
+cell_cfg="$D/attn_norm=l1,lr=1e-3/seed0/config.yaml"
+cp "$cell_cfg" cell_cfg.keep
+check "the cell's config holds model.num_landmarks at its default" grep -q '^  num_landmarks: 49$' "$cell_cfg"
+sed -i '/^  num_landmarks: 49$/d' "$cell_cfg"
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid "${GRID[@]}" 2>&1); rc=$?
+check "a cell config without a later key's line (its default): accepted" test $rc -eq 0
+check "... and nothing is trained again" test "$(grep -c 'finished earlier, not run again' <<< "$out")" -eq 8
+sed 's/^  num_landmarks: 49$/  num_landmarks: 36/' cell_cfg.keep > "$cell_cfg"
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid "${GRID[@]}" 2>&1); rc=$?
+check "a cell config with another value of that key: refused" test $rc -ne 0
+check "... naming the cell folder" grep -q "holds a run of another config" <<< "$out"
+sed 's/^  num_landmarks: 49$/  no_such_key: 1/' cell_cfg.keep > "$cell_cfg"
+out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid "${GRID[@]}" 2>&1); rc=$?
+check "a cell config this build cannot read: refused, the key named" \
+  test $rc -ne 0 -a "$(grep -c 'no_such_key' <<< "$out")" -ge 1
+cp cell_cfg.keep "$cell_cfg"
 
 # ---- killed mid-grid (SIGKILL), then resumed: finished cells are not trained again ----
 KGRID=(model.attn_norm=l1,l2,none train.epochs=2 --seeds 2)
