@@ -23,7 +23,9 @@
 #             token-norm saliency of the SimA arms, trained and at initialization     (~20 min)
 #   sweep     `sfvit bench --token-sweep`: time and memory against the token count (wants an
 #             otherwise idle machine)                                                   (~5 min)
-#   report    the tables (`sfvit compare`) and figures (`sfvit plot`) of docs/results.md
+#   report    the tables (`sfvit compare`: the arms and ablations on test top-1, and each
+#             evaluation of the main grid's runs, summed up in report/evaluations.md) and the
+#             figures (`sfvit plot`) of docs/results.md
 # The minutes are for an idle 2-core machine running two single-thread runs at a time.
 # Usage: bash scripts/study.sh [STAGE ...]        (default: every stage in order)
 # Environment: JOBS (runs at a time, each on one thread; default 2), OUT (default results/study);
@@ -244,20 +246,48 @@ stage_report() {
       echo "| $x | $cells | ${chosen:-not yet${next:+ (best at the edge: lr $next to run)}} |"
     done
   } > "$rep/calib.md"
-  cmp() { # NAME BASE OTHER...: paired test-set differences, when their runs exist
-    local name=$1; shift
-    "$sfvit" compare "$@" --file test.json --metric top1 -o "$rep/$name.md" > /dev/null 2>&1 ||
-      echo "study: report: $name not yet (its runs or test files are missing)"
+  cmp() { # NAME FILE METRIC MARGIN BASE OTHER...: paired differences of FILE's METRIC, when their runs exist
+    local name=$1 file=$2 metric=$3 margin=$4; shift 4
+    "$sfvit" compare "$@" --file "$file" --metric "$metric" --margin "$margin" -o "$rep/$name.md" > /dev/null 2>&1 ||
+      echo "study: report: $name not yet (its runs or $file files are missing)"
   }
-  cmp kinds_vit $m/vit_msa/config=vit_msa $m/vit_sima/config=vit_sima $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
-  cmp kinds_xcit $m/xcit_xca/config=xcit_xca $m/xcit_sima/config=xcit_sima
-  cmp kinds_cvt $m/cvt_msa/config=cvt_msa $m/cvt_sima/config=cvt_sima
-  cmp norm $m/vit_sima/config=vit_sima $a/vit_sima_l2/config=vit_sima_l2 $a/vit_sima_none/config=vit_sima_none
-  cmp heads_sima $m/vit_sima/config=vit_sima $a/vit_sima_1head/config=vit_sima_1head
-  cmp heads_msa $m/vit_msa/config=vit_msa $a/vit_msa_1head/config=vit_msa_1head
-  cmp relu $m/vit_sima/config=vit_sima $a/vit_sima_relu/config=vit_sima_relu
-  cmp lpi $m/xcit_sima/config=xcit_sima $a/xcit_sima_nolpi/config=xcit_sima_nolpi
-  cmp soft_pp $m/vit_soft/config=vit_soft $m/vit_softpp/config=vit_softpp
+  acc() { cmp "$1" test.json top1 0.5 "${@:2}"; }  # test top-1, the ±0.5-point margin of the design
+  local soft=$m/vit_soft/config=vit_soft softpp=$m/vit_softpp/config=vit_softpp
+  local vsima=$m/vit_sima/config=vit_sima vmsa=$m/vit_msa/config=vit_msa xsima=$m/xcit_sima/config=xcit_sima
+  acc kinds_vit $vmsa $vsima $soft $softpp
+  acc kinds_xcit $m/xcit_xca/config=xcit_xca $xsima
+  acc kinds_cvt $m/cvt_msa/config=cvt_msa $m/cvt_sima/config=cvt_sima
+  acc norm $vsima $a/vit_sima_l2/config=vit_sima_l2 $a/vit_sima_none/config=vit_sima_none
+  acc heads_sima $vsima $a/vit_sima_1head/config=vit_sima_1head
+  acc heads_msa $vmsa $a/vit_msa_1head/config=vit_msa_1head
+  acc relu $vsima $a/vit_sima_relu/config=vit_sima_relu
+  acc lpi $xsima $a/xcit_sima_nolpi/config=xcit_sima_nolpi
+  acc soft_pp $soft $softpp
+  # the evaluations of the same runs (claims 10-12): one table per evaluation, SOFT the base
+  local side it
+  for side in 36 44 56; do cmp resolution_$side img_size_$side.json top1 0.5 $soft $softpp $vsima $vmsa; done
+  cmp resolution_28 test.json top1 0.5 $soft $softpp $vsima $vmsa  # the training resolution, for reference
+  for it in 1 2 3 5 10 20 40; do cmp nr_iters_$it nr_iters_$it.json top1 0.5 $soft $softpp; done
+  # token-norm ROC AUC (0..1), trained and at initialization; the margin only sets the decimals
+  cmp saliency_q saliency.json auc_q 0.01 $vsima $xsima
+  cmp saliency_k saliency.json auc_k 0.01 $vsima $xsima
+  cmp saliency_q_init saliency_init.json auc_q 0.01 $vsima $xsima
+  cmp saliency_k_init saliency_init.json auc_k 0.01 $vsima $xsima
+  {
+    echo "# The evaluations of the main grid's runs, one table per evaluation"
+    echo
+    echo "Made by \`scripts/study.sh report\` from the tables beside this file (\`sfvit compare\`)."
+    local t
+    for t in resolution_28 resolution_36 resolution_44 resolution_56 nr_iters_1 nr_iters_2 nr_iters_3 nr_iters_5 nr_iters_10 \
+             nr_iters_20 nr_iters_40 saliency_q saliency_k saliency_q_init saliency_k_init; do
+      [ -f "$rep/$t.md" ] || continue
+      echo
+      echo "## $t"
+      echo
+      sed -n '/^| folder |/,/^$/p' "$rep/$t.md"
+      sed -n '/^| variant | pairs |/,/^$/p' "$rep/$t.md" | sed '/^$/d'
+    done
+  } > "$rep/evaluations.md"
   local dirs=()
   for x in "${arms[@]}"; do dirs+=("$m/$x/config=$x"); done
   if [ -d "$m" ]; then
