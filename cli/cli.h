@@ -79,6 +79,9 @@ int sf_cmd_export(int argc, char **argv);
 /* A field of /proc/self/status in MiB (VmRSS: now, VmHWM: peak), 0 when unavailable
  * (cli/bench.c; the sweep's peak memory too). */
 double cli_proc_status_mib(const char *field);
+/* `sfvit plot --series PATTERN --x LIST DIR...` (cli/plot_series.c): 0, 1 (error) or 2 (usage). */
+int plot_series(char **dirs, int n_dirs, const char *pattern, const char *x_list, const char *metric, int logx,
+                const char *xlabel, const char *out);
 /* `sfvit bench --token-sweep` (cli/sweep.c), after bench's cli_parse; frees args. */
 int cli_bench_token_sweep(cli_args *args);
 /* Least-squares slope of log y on log x over the points with x, y > 0 (NaN below two). */

@@ -10,6 +10,8 @@
  *   sfvit plot --dots VARIANT_DIR... -o dots.png   the same chart for variant folders of
  *                                         any grids
  *   sfvit plot SWEEP.csv -o scaling.png   a `bench --token-sweep`, log-log (cli/plot_scaling.c)
+ *   sfvit plot --series 'nr_iters_{x}.json' --x 1,2,5 VARIANT_DIR... -o nr.png   one evaluation
+ *                                         over a setting: mean, 95 % band, seeds (cli/plot_series.c)
  * A folder holding ablation.csv is an ablation (sfvit ablate). The drawing itself (canvas,
  * bitmap font, axes) is cli/draw.c; the seed folders and the statistics cli/seeds.c.
  */
@@ -544,7 +546,10 @@ int sf_cmd_plot(int argc, char **argv) {
     if (cli_parse("plot", argc, argv, &args)) return 2;
     const char *out = cli_get(&args, "plot", "-o"), *metric = cli_get(&args, "plot", "--metric"),
                *file = cli_get(&args, "plot", "--file");
-    const int bars = cli_get(&args, "plot", "--bars") != NULL, dots = cli_get(&args, "plot", "--dots") != NULL;
+    const int bars = cli_get(&args, "plot", "--bars") != NULL, dots = cli_get(&args, "plot", "--dots") != NULL,
+              logx = cli_get(&args, "plot", "--logx") != NULL;
+    const char *series = cli_get(&args, "plot", "--series"), *x_list = cli_get(&args, "plot", "--x"),
+               *xlabel = cli_get(&args, "plot", "--xlabel");
     char *dirs[64];
     int n = args.n_pos;
     memcpy(dirs, args.pos, sizeof(char *) * (size_t)n);
@@ -556,6 +561,12 @@ int sf_cmd_plot(int argc, char **argv) {
                 "sfvit plot --dots VARIANT_DIR... -o dots.png");
         return 2;
     }
+    if (series || x_list) {
+        if (!series || !x_list) return cli_usage_error("plot", "--series PATTERN and --x LIST go together");
+        if (dots || bars) return cli_usage_error("plot", "--series draws curves; --dots and --bars are for charts");
+        return plot_series(dirs, n, series, x_list, metric ? metric : "top1", logx, xlabel, out);
+    }
+    if (logx || xlabel) return cli_usage_error("plot", "--logx and --xlabel are for --series");
     const int sweep = plot_is_sweep_csv(dirs[0]);
     if (sweep < 0) return 1;
     if (sweep) {

@@ -63,8 +63,13 @@ const cli_command cli_commands[] = {
      "    interval and a mark per seed, on an axis spanning the values; --bars: bars from 0.\n"
      "  plot --dots VARIANT_DIR... -o dots.png   the same chart for variant folders of any grids.\n"
      "  plot SWEEP.csv -o scaling.png         a bench --token-sweep: log-log time and memory vs N\n"
-     "    --metric KEY (final_top1) of --file NAME (result.json) in each seed folder, for the charts.\n", 0, 64,
-     {{"-o", "OUT.png"}, {"--bars", NULL}, {"--dots", NULL}, {"--metric", "KEY"}, {"--file", "NAME"}}},
+     "    --metric KEY (final_top1) of --file NAME (result.json) in each seed folder, for the charts.\n"
+     "  plot --series PATTERN --x LIST VARIANT_DIR... -o out.png   one evaluation over a setting: PATTERN\n"
+     "    names each x's file with {x} (nr_iters_{x}.json), LIST the x values (1,2,3,5,10); per folder\n"
+     "    the mean of --metric (top1) over seeds, its 95 % interval as a band, a mark per seed;\n"
+     "    --logx: x on a log scale; --xlabel TEXT.\n", 0, 64,
+     {{"-o", "OUT.png"}, {"--bars", NULL}, {"--dots", NULL}, {"--metric", "KEY"}, {"--file", "NAME"},
+      {"--series", "PATTERN"}, {"--x", "LIST"}, {"--logx", NULL}, {"--xlabel", "TEXT"}}},
     {"bench", sf_cmd_bench,
      "bench CONFIG [key=value ...]          time training and inference steps\n"
      "    [--steps N] [--warmup N] [--no-infer]\n"

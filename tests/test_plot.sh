@@ -4,7 +4,8 @@
 # intervals, or --bars from 0) are PNGs that decode, have the expected size, show each run's
 # colour in both panels and in the legend, and the NaN label of the diverged variant. Variant
 # folders (seed<S>/ runs, handmade metrics.csv) give a mean line and a min-max band; the
-# legend names only what is drawn.
+# legend names only what is drawn. --series: handmade evaluation files over a setting, the mean
+# dots, seed dashes and bands where the values put them, on linear and log x axes; its errors.
 # Usage: test_plot.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -156,6 +157,49 @@ check "nothing in green (the third colour) anywhere" test "$(count_color vcurves
 check "legend with a train curve shows the train style" test "$(count_color vcurves.png 90 90 90 216 500 257 516)" -gt 40
 check "legend without a train curve: no train style" test "$(count_color valonly.png 90 90 90 216 500 257 516)" -eq 0
 check "legend without a variant: no band key" test "$(count_color valonly.png 214 214 214 0 500 1280 520)" -eq 0
+
+# ---- --series: one evaluation over a setting (handmade ev_<x>.json files) ----
+python3 - <<'EOF2'
+import json, os
+def seed(d, vals):  # vals: {x: top1}
+    os.makedirs(d, exist_ok=True)
+    for x, v in vals.items(): json.dump({"top1": v, "images": 100}, open(f"{d}/ev_{x}.json", "w"))
+for s in range(3):  # A: 10+2s, 20+2s, 30+2s
+    seed(f"sr/A/seed{s}", {1: 10 + 2 * s, 2: 20 + 2 * s, 4: 30 + 2 * s})
+for s in range(2):  # B: 40+4s, 50+4s, 60+4s; seed 2 not yet evaluated at x = 4
+    seed(f"sr/B/seed{s}", {1: 40 + 4 * s, 2: 50 + 4 * s, 4: 60 + 4 * s})
+seed("sr/B/seed2", {1: 42, 2: 52})
+EOF2
+out=$("$SFVIT" plot --series 'ev_{x}.json' --x 1,2,4 --xlabel "setting" sr/A sr/B -o series.png 2>&1); rc=$?
+check "--series exits 0" test $rc -eq 0
+# y: A's interval at x = 1 reaches 7.03, B's at x = 4 (2 seeds) 87.4: a 1-2-5 axis from 0 to 100
+check "--series: the y axis spans the values and intervals (0 to 100)" grep -q "y axis from 0 to 100" <<< "$out"
+check "--series PNG: 1280x(70 + 420 + 70 + 3 x 26)" test "$(size_of series.png)" = 1280x638
+# the plot area is x 90..1200, y 70..490; x = 1, 2, 4 at pixels 131, 474, 1159; y = v at 490 - 4.2 v
+check "--series: A's mean at x = 1 (12) is a blue dot at (131, 440)" test "$(count_color series.png 31 119 180 127 436 136 445)" -gt 40
+check "--series: B's mean at x = 4 (62, 2 seeds) is an orange dot at (1159, 230)" test "$(count_color series.png 255 127 14 1155 226 1164 235)" -gt 40
+check "--series: A's seeds at x = 1 (10, 12, 14) as blue dashes beside the dot (y 448, 440, 431)" \
+  test "$(count_color series.png 31 119 180 139 446 146 451)" -gt 10 -a "$(count_color series.png 31 119 180 139 429 146 434)" -gt 10
+check "--series: B's dashes in the next column (x 149..155)" test "$(count_color series.png 255 127 14 149 300 156 330)" -gt 10
+check "--series: bands of A and B (their tints)" \
+  test "$(count_color series.png 199 221 236 90 70 1200 490)" -gt 2000 -a "$(count_color series.png 255 223 195 90 70 1200 490)" -gt 2000
+check "--series: nothing in green (no third folder)" test "$(count_color series.png 44 160 44 0 0 1280 638)" -eq 0
+out=$("$SFVIT" plot --series 'ev_{x}.json' --x 1,2,4 --logx sr/A -o series_log.png 2>&1); rc=$?
+# log x: 1, 2, 4 equally spaced (pixels 131, 645, 1159); A alone: y from 5 to 40, 22 at y 286
+check "--series --logx: A alone, y from 5 to 40" test $rc -eq 0 -a -n "$(grep "y axis from 5 to 40" <<< "$out")"
+check "--series --logx: x = 2 midway between 1 and 4 (A's mean 22 at (645, 286))" \
+  test "$(count_color series_log.png 31 119 180 641 282 650 291)" -gt 40
+out=$("$SFVIT" plot --series 'ev.json' --x 1,2 sr/A -o x.png 2>&1); rc=$?
+check "--series without {x}: exit 2, named" test $rc -eq 2 -a -n "$(grep "has no {x}" <<< "$out")"
+out=$("$SFVIT" plot --series 'ev_{x}.json' --x 2,1 sr/A -o x.png 2>&1); rc=$?
+check "--series --x not ascending: exit 2, named" test $rc -eq 2 -a -n "$(grep "must ascend ('1' after '2')" <<< "$out")"
+out=$("$SFVIT" plot --series 'ev_{x}.json' --x 0,1 --logx sr/A -o x.png 2>&1); rc=$?
+check "--series --logx with 0: exit 2, named" test $rc -eq 2 -a -n "$(grep "'0' on a log axis" <<< "$out")"
+out=$("$SFVIT" plot --series 'ev_{x}.json' sr/A -o x.png 2>&1); rc=$?
+check "--series without --x: exit 2" test $rc -eq 2
+out=$("$SFVIT" plot --series 'ev_{x}.json' --x 1,2 --metric top5 sr/A -o x.png 2>&1); rc=$?
+check "--series --metric missing from the files: exit 1 naming file and key" \
+  test $rc -eq 1 -a -n "$(grep "ev_1.json has no key 'top5'" <<< "$out")" -a ! -e x.png
 
 # ---- errors ----
 out=$("$SFVIT" plot runs/l1 2>&1); rc=$?
