@@ -200,6 +200,8 @@ stage_evaluate() {
   done | parallel
   for a in vit_sima vit_msa vit_soft vit_softpp; do
     for r in $(finished_runs "$out/main/$a" "$out/calib/$a"); do
+      # the training resolution's evaluation is the test evaluation itself
+      [ ! -f "$r/test.json" ] || ln -sfn test.json "$r/img_size_28.json"
       for side in 36 44 56; do
         [ -f "$r/img_size_$side.json" ] || echo "SFVIT_THREADS=1 '$sfvit' eval $r/last.safetensors --data $split --split test model.img_size=$side --json $r/img_size_$side.json > /dev/null"
       done
@@ -293,6 +295,11 @@ stage_report() {
   if [ -d "$m" ]; then
     "$sfvit" plot --dots --file test.json --metric top1 "${dirs[@]}" -o $fig/study_arms.png
     "$sfvit" plot "${dirs[@]}" -o $fig/study_curves.png
+    # the evaluations as curves over their setting (claims 10 and 11), where every arm has a value
+    "$sfvit" plot --series 'nr_iters_{x}.json' --x 1,2,3,5,10,20,40 --logx --xlabel "Newton-Raphson iterations at evaluation" \
+      $soft $softpp -o $fig/study_nr_iters.png > /dev/null 2>&1 || echo "study: report: study_nr_iters.png not yet"
+    "$sfvit" plot --series 'img_size_{x}.json' --x 28,36,44,56 --xlabel "test resolution (px; trained at 28)" \
+      $soft $softpp $vsima $vmsa -o $fig/study_resolution.png > /dev/null 2>&1 || echo "study: report: study_resolution.png not yet"
   fi
   [ -f "$out/sweep/sweep.csv" ] && "$sfvit" plot "$out/sweep/sweep.csv" -o $fig/study_scaling.png
   [ -f "$out/sweep/crossover.csv" ] && "$sfvit" plot "$out/sweep/crossover.csv" -o $fig/study_crossover.png

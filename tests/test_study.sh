@@ -66,7 +66,8 @@ for a in vit_soft vit_softpp; do
     test "$(ls "$O/main/$a/config=$a"/seed*/nr_iters_*.json | wc -l)" -eq 21
 done
 for a in vit_sima vit_msa vit_soft vit_softpp; do
-  check "$a: 3 test resolutions per seed" test "$(ls "$O/main/$a/config=$a"/seed*/img_size_*.json | wc -l)" -eq 9
+  check "$a: 3 test resolutions per seed, and 28 (the training one) linked to test.json" \
+    test "$(ls "$O/main/$a/config=$a"/seed*/img_size_*.json | wc -l)" -eq 12 -a "$(readlink "$O/main/$a/config=$a/seed1/img_size_28.json")" = test.json
 done
 for a in vit_sima xcit_sima; do
   check "$a: saliency trained and at initialization" \
@@ -84,6 +85,7 @@ check "report: saliency tables, AUC to 3 decimals" grep -Eq "^\| vit_sima/config
 check "report: evaluations.md gathers the 15 evaluations" test "$(grep -c '^## ' "$O/report/evaluations.md")" -eq 15
 check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c ': \*\*' "$O/report/calib.md")" -eq 8
 check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curves.png" -a -s "$W/fig/study_scaling.png"
+check "report: the evaluation curves" test -s "$W/fig/study_nr_iters.png" -a -s "$W/fig/study_resolution.png"
 
 # ---- the same command again: nothing is trained or evaluated twice ----
 stamp=$(mktemp -p "$W"); touch "$stamp"
