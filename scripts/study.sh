@@ -48,7 +48,11 @@ horizon=${HORIZON_EPOCHS:-15}
 extra="data.root=$split ${EXTRA:-}"
 
 # parallel CMD...: the lines of standard input, each a command, run JOBS at a time; fails if any failed.
-parallel() { xargs -d '\n' -P "$jobs" -I{} bash -c '{}'; }
+# Runs the command lines of stdin, $jobs at a time; a command that fails is named (its log is
+# the file it writes to) and, once the others have finished, stops the stage and the script.
+parallel() {
+  xargs -d '\n' -P "$jobs" -I{} bash -c 'eval "$1" || { rc=$?; echo "study: a job failed (status $rc): $1" >&2; exit $rc; }' _ {}
+}
 
 stage_data() {
   [ -f $split/.complete ] || [ "$split" != data/fmnist_split ] && return 0

@@ -94,6 +94,8 @@ check "again: exits 0" test $rc -eq 0
 check "again: no run or evaluation file rewritten" test "$(find "$O" \( -name result.json -o -name 'test.json' -o -name 'nr_iters_*.json' -o -name 'saliency*.json' \) -newer "$stamp" | wc -l)" -eq 0
 check "again: every cell finished earlier" test "$(grep -h "finished earlier, not run again" "$O"/logs/*.log | wc -l)" -ge "$n_runs"
 
+check "a failing job is named, and the script stops with an error" bash -c "! OUT='$W/failing' SFVIT=/bin/false \
+  bash '$ROOT/scripts/study.sh' calib main > fail.txt 2>&1 && grep -q 'study: a job failed (status 1): ./bin/false. ablate configs/study/vit_sima.yaml' fail.txt && ! grep -q '== study: main' fail.txt"
 check "an unknown stage is refused" bash -c "! bash '$ROOT/scripts/study.sh' bogus 2> err.txt && grep -q \"unknown stage 'bogus'\" err.txt"
 
 echo "$passed passed, $failed failed"
