@@ -563,7 +563,8 @@ int sf_cmd_plot(int argc, char **argv) {
     }
     if (series || x_list) {
         if (!series || !x_list) return cli_usage_error("plot", "--series PATTERN and --x LIST go together");
-        if (dots || bars) return cli_usage_error("plot", "--series draws curves; --dots and --bars are for charts");
+        if (dots || bars || file)
+            return cli_usage_error("plot", "--series draws curves of the files it names; --dots, --bars and --file are for charts");
         return plot_series(dirs, n, series, x_list, metric ? metric : "top1", logx, xlabel, out);
     }
     if (logx || xlabel) return cli_usage_error("plot", "--logx and --xlabel are for --series");
