@@ -384,10 +384,14 @@ static int cell_check_config(const cell *c, const sf_config *cfg) {
         return -1;
     }
     char *a = config_text(&have), *b = config_text(cfg);
-    int same = a && b && !strcmp(a, b);
+    const int same = a && b && !strcmp(a, b);
     free(a);
     free(b);
     if (same) return 0;
+    if (!a || !b) {
+        sf_error("ablate: out of memory comparing %s with this study's cell", have_path);
+        return -1;
+    }
     sf_error("ablate: %s holds a run of another config than this study's cell", c->dir);
     sf_hint("same command as before to continue that study, or another train.name for a new one");
     return -1;

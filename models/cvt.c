@@ -340,14 +340,7 @@ static void cvt_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
         side = ns;
         cin = C;
     }
-    const int CL = c->embed_dims[CVT_STAGES - 1];
-    mdl_info_row *r = mdl_info_row_add(t, "norm", "norm.", "norm");
-    snprintf(r->in, 40, "(1, %d)", CL);
-    snprintf(r->out, 40, "(1, %d)", CL);
-    r = mdl_info_row_add(t, "head", "head.", "head");
-    snprintf(r->in, 40, "(1, %d)", CL);
-    snprintf(r->out, 40, "(%d)", c->num_classes);
-    r->macs = (double)CL * c->num_classes;
+    mdl_info_norm_head(t, c, 1, c->embed_dims[CVT_STAGES - 1]);  // the class token only
 }
 
 /* The family's entry points: the registry (registry.c) and `sfvit info` (info.c) use only this. */

@@ -62,8 +62,15 @@ void mdl_info_mlp(mdl_info_row *r, const sf_model_cfg *c, int N, int C) {
     if (c->act == SF_ACT_GELU) r->gelu_erf += (double)N * hid;
 }
 
-
-
+void mdl_info_norm_head(mdl_info_table *t, const sf_model_cfg *c, int norm_tokens, int C) {
+    mdl_info_row *r = mdl_info_row_add(t, "norm", "norm.", "norm");
+    mdl_shape2(r->in, norm_tokens, C);
+    mdl_shape2(r->out, norm_tokens, C);
+    r = mdl_info_row_add(t, "head", "head.", "head");
+    mdl_shape2(r->in, 1, C);
+    snprintf(r->out, sizeof r->out, "(%d)", c->num_classes);
+    r->macs = (double)C * c->num_classes;
+}
 
 /* Registers the model on a throwaway store and credits every trainable parameter to the
  * first row whose prefix it starts with. Returns the trainable total. */

@@ -126,6 +126,8 @@ void mdl_shape2(char *buf, int a, int b);
 void mdl_info_mixing(mdl_info_table *t, mdl_info_row *r, const sf_model_cfg *c, sf_attn_kind k, int N);
 /* An MLP of width C on N tokens (MACs, GELU count). */
 void mdl_info_mlp(mdl_info_row *r, const sf_model_cfg *c, int N, int C);
+/* The final norm on norm_tokens tokens of width C, then the classifier on one token. */
+void mdl_info_norm_head(mdl_info_table *t, const sf_model_cfg *c, int norm_tokens, int C);
 
 /* ---- the tables (models/kinds.c; model.h has the lists) ---- */
 /* A family: a struct of functions defined in the family's own file as mdl_family_<name>. */

@@ -413,14 +413,7 @@ static void soft_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
                      M, c->nr_iters);
         }
     }
-    const int C4 = c->embed_dims[3];
-    r = mdl_info_row_add(t, "norm", "norm.", "norm");
-    mdl_shape2(r->in, side * side + 1, C4);
-    mdl_shape2(r->out, side * side + 1, C4);
-    r = mdl_info_row_add(t, "head", "head.", "head");
-    mdl_shape2(r->in, 1, C4);
-    snprintf(r->out, 40, "(%d)", c->num_classes);
-    r->macs = (double)C4 * c->num_classes;
+    mdl_info_norm_head(t, c, side * side + 1, c->embed_dims[3]);
 }
 
 const mdl_family_def mdl_family_soft = {

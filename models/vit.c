@@ -195,13 +195,7 @@ static void vit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
         mdl_info_mixing(t, r, c, mdl_block_attn(c, i), N);
         mdl_info_mlp(r, c, N, C);
     }
-    r = mdl_info_row_add(t, "norm", "norm.", "norm");
-    mdl_shape2(r->in, N, C);
-    mdl_shape2(r->out, N, C);
-    r = mdl_info_row_add(t, "head", "head.", "head");
-    mdl_shape2(r->in, 1, C);
-    snprintf(r->out, 40, "(%d)", c->num_classes);
-    r->macs = (double)C * c->num_classes;
+    mdl_info_norm_head(t, c, N, C);
 }
 
 const mdl_family_def mdl_family_vit = {

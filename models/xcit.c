@@ -303,13 +303,7 @@ static void xcit_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
         }
         mdl_info_mlp(r, c, 1, C);
     }
-    r = mdl_info_row_add(t, "norm", "norm.", "norm");
-    mdl_shape2(r->in, N + 1, C);
-    mdl_shape2(r->out, N + 1, C);
-    r = mdl_info_row_add(t, "head", "head.", "head");
-    mdl_shape2(r->in, 1, C);
-    snprintf(r->out, 40, "(%d)", c->num_classes);
-    r->macs = (double)C * c->num_classes;
+    mdl_info_norm_head(t, c, N + 1, C);
 }
 
 const mdl_family_def mdl_family_xcit = {
