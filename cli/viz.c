@@ -162,10 +162,19 @@ static double pearson(const double *a, const double *b, int n) {
     return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0.0;
 }
 
+/* The two token norms a SimA block records, in the order of every table, CSV and JSON key. */
+enum { NORM_Q, NORM_K, N_NORMS };
+
+/* How well one token score marks the foreground of one image. */
+typedef struct token_agreement {
+    double auc;  // ROC AUC of the score for the foreground tokens
+    double rho;  // Spearman correlation of the score with the foreground fraction
+} token_agreement;
+
 /* ROC AUC of score for the tokens marked positive (Mann-Whitney from average ranks) and the
  * Spearman correlation of score with frac. */
-static void token_score(const float *score, const float *frac, const unsigned char *fg, int n, double *auc,
-                        double *rho, double *r_score, double *r_frac, int *order) {
+static token_agreement token_score(const float *score, const float *frac, const unsigned char *fg, int n,
+                                   double *r_score, double *r_frac, int *order) {
     average_ranks(score, n, r_score, order);
     average_ranks(frac, n, r_frac, order);
     double pos_rank_sum = 0;
@@ -173,8 +182,8 @@ static void token_score(const float *score, const float *frac, const unsigned ch
     for (int t = 0; t < n; t++)
         if (fg[t]) pos_rank_sum += r_score[t], n_pos++;
     const int n_neg = n - n_pos;
-    *auc = (pos_rank_sum - n_pos * (n_pos + 1) / 2.0) / ((double)n_pos * n_neg);
-    *rho = pearson(r_score, r_frac, n);
+    return (token_agreement){.auc = (pos_rank_sum - n_pos * (n_pos + 1) / 2.0) / ((double)n_pos * n_neg),
+                             .rho = pearson(r_score, r_frac, n)};
 }
 
 static void csv_list(FILE *f, const float *v, int n) {
@@ -193,12 +202,13 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
     int gh = 0, gw = 0, status = 1, n = 0, scored = 0, all_fg = 0, all_bg = 0, unreadable = 0;
     sf_model_sima_token_norms(m, NULL, NULL, &gh, &gw);
     n = gh * gw;
-    float *qn = sf_malloc((size_t)n * sizeof(float)), *kn = sf_malloc((size_t)n * sizeof(float));
+    float *norm[N_NORMS];
+    for (int k = 0; k < N_NORMS; k++) norm[k] = sf_malloc((size_t)n * sizeof(float));
     float *frac = sf_malloc((size_t)n * sizeof(float));
     unsigned char *fg = sf_malloc((size_t)n);
     double *r1 = sf_malloc((size_t)n * sizeof(double)), *r2 = sf_malloc((size_t)n * sizeof(double));
     int *order = sf_malloc((size_t)n * sizeof(int));
-    double sum_auc_q = 0, sum_auc_k = 0, sum_rho_q = 0, sum_rho_k = 0;
+    token_agreement sum[N_NORMS] = {{0}};
     char *rows = NULL;
     size_t rows_len = 0;
     FILE *csv = per_image_path ? open_memstream(&rows, &rows_len) : NULL;
@@ -219,7 +229,7 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         float *pixels = model_input(&im, C, S, &cfg->aug);
         sf_tensor x = {.data = pixels, .ndim = 4, .shape = {1, C, S, S}, .numel = (size_t)C * S * S};
         sf_model_forward(&g, m, &x);
-        int rc = sf_model_sima_token_norms(m, qn, kn, NULL, NULL);
+        int rc = sf_model_sima_token_norms(m, norm[NORM_Q], norm[NORM_K], NULL, NULL);
         sf_ctx_reset(&g);
         free(pixels);
         if (rc != 0) {
@@ -231,33 +241,36 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         sf_image_free(&im);
         int n_fg = 0;
         for (int t = 0; t < n; t++) n_fg += fg[t] = frac[t] >= 0.5f;
-        double auc_q = NAN, auc_k = NAN, rho_q = NAN, rho_k = NAN;
+        token_agreement a[N_NORMS] = {{NAN, NAN}, {NAN, NAN}};
         if (n_fg == n) all_fg++;
         else if (n_fg == 0) all_bg++;
         else {
-            token_score(qn, frac, fg, n, &auc_q, &rho_q, r1, r2, order);
-            token_score(kn, frac, fg, n, &auc_k, &rho_k, r1, r2, order);
-            sum_auc_q += auc_q, sum_auc_k += auc_k, sum_rho_q += rho_q, sum_rho_k += rho_k;
+            for (int k = 0; k < N_NORMS; k++) {
+                a[k] = token_score(norm[k], frac, fg, n, r1, r2, order);
+                sum[k].auc += a[k].auc;
+                sum[k].rho += a[k].rho;
+            }
             scored++;
         }
         if (csv) {
             fprintf(csv, "%d,", i);
             cli_csv_field(csv, ds.paths[i] + strlen(root) + strlen(split) + 2);  // relative to the split
-            fprintf(csv, ",%d,%d,%d,%.6f,%.6f,%.6f,%.6f", ds.labels[i], n_fg, n, auc_q, auc_k, rho_q, rho_k);
+            fprintf(csv, ",%d,%d,%d,%.6f,%.6f,%.6f,%.6f", ds.labels[i], n_fg, n, a[NORM_Q].auc, a[NORM_K].auc,
+                    a[NORM_Q].rho, a[NORM_K].rho);
             csv_list(csv, frac, n);
-            csv_list(csv, qn, n);
-            csv_list(csv, kn, n);
+            for (int k = 0; k < N_NORMS; k++) csv_list(csv, norm[k], n);
             fputc('\n', csv);
         }
     }
     const double d = scored ? scored : 1;
-    const double mean_auc_q = sum_auc_q / d, mean_auc_k = sum_auc_k / d, mean_rho_q = sum_rho_q / d,
-                 mean_rho_k = sum_rho_k / d;
+    token_agreement mean[N_NORMS];
+    for (int k = 0; k < N_NORMS; k++) mean[k] = (token_agreement){sum[k].auc / d, sum[k].rho / d};
     printf("token-norm foreground score of %s%s on %s/%s (grid %dx%d, %dx%d input): %d images scored, %d skipped "
            "(%d all foreground, %d all background, %d unreadable)  AUC q-hat %.4f k-hat %.4f  Spearman q-hat %.4f "
            "k-hat %.4f  (%.1f s)\n",
            ckpt, random_init ? " (random init)" : "", root, split, gh, gw, S, S, scored, all_fg + all_bg + unreadable,
-           all_fg, all_bg, unreadable, mean_auc_q, mean_auc_k, mean_rho_q, mean_rho_k, sf_now() - t0);
+           all_fg, all_bg, unreadable, mean[NORM_Q].auc, mean[NORM_K].auc, mean[NORM_Q].rho, mean[NORM_K].rho,
+           sf_now() - t0);
     if (csv) {
         fclose(csv);
         csv = NULL;
@@ -277,10 +290,10 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         cJSON_AddNumberToObject(o, "skipped_all_foreground", all_fg);
         cJSON_AddNumberToObject(o, "skipped_all_background", all_bg);
         cJSON_AddNumberToObject(o, "unreadable", unreadable);
-        cJSON_AddNumberToObject(o, "auc_q", mean_auc_q);
-        cJSON_AddNumberToObject(o, "auc_k", mean_auc_k);
-        cJSON_AddNumberToObject(o, "spearman_q", mean_rho_q);
-        cJSON_AddNumberToObject(o, "spearman_k", mean_rho_k);
+        cJSON_AddNumberToObject(o, "auc_q", mean[NORM_Q].auc);
+        cJSON_AddNumberToObject(o, "auc_k", mean[NORM_K].auc);
+        cJSON_AddNumberToObject(o, "spearman_q", mean[NORM_Q].rho);
+        cJSON_AddNumberToObject(o, "spearman_k", mean[NORM_K].rho);
         if (cli_write_json(json_path, o) != 0) goto done;
         printf("wrote %s\n", json_path);
     }
@@ -288,8 +301,7 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
 done:
     if (csv) fclose(csv);
     free(rows);
-    free(qn);
-    free(kn);
+    for (int k = 0; k < N_NORMS; k++) free(norm[k]);
     free(frac);
     free(fg);
     free(r1);
