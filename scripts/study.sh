@@ -180,8 +180,9 @@ stage_ablate2() {  # ReLU, LPI, the lr ladder, the horizon check
 }
 
 # Every finished run folder (result.json, not diverged) under DIR...
-# (seed 0 of a main arm is a link to its calibration run: followed, and each run listed once).
-finished_runs() { find -L "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | xargs -r realpath | sort -u; }
+# (seed 0 of a main arm is a link to its calibration run: followed, and each run listed once;
+# paths relative to the repository, as the evaluation files record them).
+finished_runs() { find -L "$@" -name result.json -path '*/seed*' -printf '%h\n' 2> /dev/null | xargs -r realpath --relative-base=. | sort -u; }
 
 # Checkpoints stay on the machine that trained them (results/study/.gitignore), so every
 # training stage ends with this stage, and a sitting stopped in the middle of one runs it
