@@ -1,10 +1,14 @@
 /* compare.c — `sfvit compare`: variants against a base, paired by seed.
  *
  *   sfvit compare BASE_DIR OTHER_DIR... [--metric KEY] [--file NAME] [--margin M] [-o OUT.md|OUT.csv]
+ *   sfvit compare DIR [OTHER_DIR...] --base-file BASE_NAME --file NAME [--metric KEY] ...
  *
  * Each DIR is a variant folder of `sfvit ablate` (<grid>/<variant>/seed<S>/). The number KEY
  * (final_top1) of NAME (result.json) in each seed folder is read; runs pair by seed number,
- * and only seeds with a value on both sides count. Per OTHER: the differences other − base,
+ * and only seeds with a value on both sides count. With --base-file, the base is the first
+ * folder's BASE_NAME files and every folder given, the first included, is a variant read from
+ * NAME: two evaluations of the same runs (a trained model against its initialization, say),
+ * paired by seed. Per OTHER: the differences other − base,
  * their mean with its 95 % Student-t interval, wins/ties/losses and a verdict against the
  * equivalence margin M (0.5) fixed before looking:
  *   better / worse                 the interval lies above / below 0 (and not within ±M)
@@ -41,6 +45,7 @@ typedef struct comparison {
 
 typedef struct compare_args {
     const char *metric, *file, *out;
+    const char *base_file;         // the base's file when it differs from the variants' (--base-file)
     double margin;
 } compare_args;
 
@@ -139,7 +144,10 @@ static void fill_markdown(FILE *f, const void *arg) {
     const int dp = r->decimals;
     char a[64], b[64], c3[64], d[64], e[64], counts[128];
     seed_counts(counts, sizeof counts, r->base);
-    fprintf(f, "# %s of %s, paired by seed\n\n", r->a->metric, r->a->file);
+    if (r->a->base_file)
+        fprintf(f, "# %s of %s against %s, paired by seed\n\n", r->a->metric, r->a->file, r->a->base_file);
+    else
+        fprintf(f, "# %s of %s, paired by seed\n\n", r->a->metric, r->a->file);
     fprintf(f, "Base: %s (%s).\n\n", r->base_label, counts);
     fprintf(f,
             "Each row compares a variant with the base over the seeds where both have a value (pairs): the "
@@ -225,11 +233,20 @@ static int decimals_for(double margin) {
     return margin >= 0.1 ? 2 : (int)ceil(-log10(margin)) + 1;
 }
 
+/* A folder's label, "<grid>/<variant>", and with --base-file the file read from it, since the
+ * same folder can then be on both sides: "<grid>/<variant>: saliency.json". */
+static void file_label(const char *dir, const char *file, char *out, size_t size) {
+    char label[280];
+    dir_label(dir, 1, label, sizeof label);
+    if (file) snprintf(out, size, "%s: %s", label, file);
+    else snprintf(out, size, "%s", label);
+}
+
 int sf_cmd_compare(int argc, char **argv) {
     cli_args args;
     if (cli_parse("compare", argc, argv, &args)) return 2;
     compare_args a = {cli_get(&args, "compare", "--metric"), cli_get(&args, "compare", "--file"),
-                      cli_get(&args, "compare", "-o"), 0.5};
+                      cli_get(&args, "compare", "-o"), cli_get(&args, "compare", "--base-file"), 0.5};
     const char *margin = cli_get(&args, "compare", "--margin");
     char **dirs = args.pos;
     const int n_dirs = args.n_pos;
@@ -243,22 +260,29 @@ int sf_cmd_compare(int argc, char **argv) {
             return cli_usage_error("compare", "--margin takes a positive number, got '%s'", margin);
         }
     }
-    if (n_dirs < 2) {
+    if (a.base_file && !cli_get(&args, "compare", "--file")) {
         cli_args_free(&args);
-        return cli_usage_error("compare", "give a base variant folder and at least one other");
+        return cli_usage_error("compare", "--base-file needs --file: the variants' file to compare with it");
+    }
+    /* With --base-file the first folder is also a variant (its other file). */
+    const int first_variant = a.base_file ? 0 : 1;
+    if (n_dirs < 2 - !!a.base_file) {
+        cli_args_free(&args);
+        return cli_usage_error("compare", a.base_file ? "give at least one variant folder"
+                                                      : "give a base variant folder and at least one other");
     }
     seed_set base;
     int rc = 0;
-    if (seed_set_read(dirs[0], a.file, a.metric, 1, &base) != 0) {
+    if (seed_set_read(dirs[0], a.base_file ? a.base_file : a.file, a.metric, 1, &base) != 0) {
         cli_args_free(&args);
         return 1;
     }
-    report r = {&a, "", &base, sf_calloc((size_t)n_dirs - 1, sizeof(comparison)), 0, decimals_for(a.margin)};
-    dir_label(dirs[0], 1, r.base_label, sizeof r.base_label);
-    for (int i = 1; i < n_dirs && rc == 0; i++) {
+    report r = {&a, "", &base, sf_calloc((size_t)n_dirs, sizeof(comparison)), 0, decimals_for(a.margin)};
+    file_label(dirs[0], a.base_file, r.base_label, sizeof r.base_label);
+    for (int i = first_variant; i < n_dirs && rc == 0; i++) {
         comparison *c = &r.c[r.n];
         c->dir = dirs[i];
-        dir_label(dirs[i], 1, c->label, sizeof c->label);
+        file_label(dirs[i], a.base_file ? a.file : NULL, c->label, sizeof c->label);
         if (seed_set_read(dirs[i], a.file, a.metric, 1, &c->set) != 0) {
             rc = 1;
             break;

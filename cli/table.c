@@ -53,8 +53,13 @@ const cli_command cli_commands[] = {
      "      inconclusive            the interval contains 0 and reaches past ±M\n"
      "      too few pairs           fewer than 2 pairs\n"
      "    Diverged seeds (status not ok, null/NaN value) and missing files are counted and named.\n"
-     "    Prints a markdown table; -o OUT.md writes it, -o OUT.csv writes one CSV row per OTHER.\n", 0, -1,
-     {{"--metric", "KEY"}, {"--file", "NAME"}, {"--margin", "M"}, {"-o", "OUT.md|OUT.csv"}}},
+     "    Prints a markdown table; -o OUT.md writes it, -o OUT.csv writes one CSV row per OTHER.\n"
+     "    --base-file BASE_NAME --file NAME: two evaluations of the same runs, paired by seed. The base\n"
+     "    is the first DIR's BASE_NAME files and every DIR, the first included, is a variant read from\n"
+     "    NAME, e.g. `compare RUNS --base-file saliency_init.json --file saliency.json --metric auc_q`.\n",
+     0, -1,
+     {{"--metric", "KEY"}, {"--file", "NAME"}, {"--base-file", "BASE_NAME"}, {"--margin", "M"},
+      {"-o", "OUT.md|OUT.csv"}}},
     {"plot", sf_cmd_plot,
      "plot DIR... -o curves.png             loss and top-1 per epoch of runs or variants (PNG)\n"
      "    A DIR holding seed<S>/ runs is a variant: the mean over its seeds and a band from their\n"

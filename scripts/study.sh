@@ -275,18 +275,21 @@ stage_report() {
   for side in 36 44 56; do cmp resolution_$side img_size_$side.json top1 0.5 $soft $softpp $vsima $vmsa; done
   cmp resolution_28 test.json top1 0.5 $soft $softpp $vsima $vmsa  # the training resolution, for reference
   for it in 1 2 3 5 10 20 40; do cmp nr_iters_$it nr_iters_$it.json top1 0.5 $soft $softpp; done
-  # token-norm ROC AUC (0..1), trained and at initialization; the margin only sets the decimals
-  cmp saliency_q saliency.json auc_q 0.01 $vsima $xsima
-  cmp saliency_k saliency.json auc_k 0.01 $vsima $xsima
-  cmp saliency_q_init saliency_init.json auc_q 0.01 $vsima $xsima
-  cmp saliency_k_init saliency_init.json auc_k 0.01 $vsima $xsima
+  # token-norm ROC AUC (0..1) of each SimA arm trained, against the same seeds' configs at
+  # initialization; the margin only sets the decimals
+  local arm qk
+  for arm in vit_sima xcit_sima; do
+    for qk in q k; do
+      cmp saliency_${qk}_$arm saliency.json auc_$qk 0.01 $m/$arm/config=$arm --base-file saliency_init.json
+    done
+  done
   {
     echo "# The evaluations of the main grid's runs, one table per evaluation"
     echo
     echo "Made by \`scripts/study.sh report\` from the tables beside this file (\`sfvit compare\`)."
     local t
     for t in resolution_28 resolution_36 resolution_44 resolution_56 nr_iters_1 nr_iters_2 nr_iters_3 nr_iters_5 nr_iters_10 \
-             nr_iters_20 nr_iters_40 saliency_q saliency_k saliency_q_init saliency_k_init; do
+             nr_iters_20 nr_iters_40 saliency_q_vit_sima saliency_k_vit_sima saliency_q_xcit_sima saliency_k_xcit_sima; do
       [ -f "$rep/$t.md" ] || continue
       echo
       echo "## $t"

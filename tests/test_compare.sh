@@ -3,7 +3,8 @@
 # kind, the pairing by seed (a missing seed, a diverged one, a NaN value, a seed only on one
 # side), the mean difference and its 95 % interval recomputed here, the Student-t quantile
 # against known values for 1 to 100 degrees of freedom, another file and key (test.json,
-# top1), the markdown and CSV outputs, and errors naming the folder, file or key.
+# top1), two files of the same folders (--base-file), the markdown and CSV outputs, and errors
+# naming the folder, file or key.
 # Usage: test_compare.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -106,6 +107,28 @@ out=$("$SFVIT" compare g/base g/better --file test.json --metric top1 -o t.csv 2
 check "--file test.json --metric top1 exits 0" test $rc -eq 0
 check "test.json: 5 pairs, +1 each, better" grep -q '^"g/base","g/better","test.json","top1",0.5,5,6,0,0,6,0,1,.*,1.000000,0.000000,1.000000,1.000000,5,0,0,"better",' t.csv
 check "test.json: the seed without it is named" grep -q '^- g/better: seed 2 (variant: no test.json)$' <<< "$out"
+
+# ---- two evaluations of the same runs: --base-file init.json --file trained.json ----
+# e/a: trained = init + 0.1 in seeds 0-3 (seed 4 has no trained.json); e/b: trained = init - 0.3
+python3 - <<'EOF2'
+import json, os
+for s in range(5):
+    for v, init, step in (("a", 0.5 + 0.01 * s, 0.1), ("b", 0.8, -0.3)):
+        d = f"e/{v}/seed{s}"; os.makedirs(d)
+        json.dump({"auc": init}, open(f"{d}/init.json", "w"))
+        if not (v == "a" and s == 4): json.dump({"auc": init + step}, open(f"{d}/trained.json", "w"))
+EOF2
+out=$("$SFVIT" compare e/a --base-file init.json --file trained.json --metric auc --margin 0.01 -o e.csv 2>&1); rc=$?
+check "--base-file with one folder exits 0" test $rc -eq 0
+check "--base-file: the title names both files" grep -q '^# auc of trained.json against init.json, paired by seed$' <<< "$out"
+check "--base-file: the folder's own trained.json against its init.json, 4 pairs, +0.1 each, better"   grep -q '^"e/a: init.json","e/a: trained.json","trained.json","auc",0.01,4,5,0,0,5,0,1,.*,0.100000,0.000000,0.100000,0.100000,4,0,0,"better",' e.csv
+check "--base-file: the seed without trained.json is named" grep -q '^- e/a: trained.json: seed 4 (variant: no trained.json)$' <<< "$out"
+"$SFVIT" compare e/a e/b --base-file init.json --file trained.json --metric auc -o e2.csv > /dev/null 2>&1
+check "--base-file with two folders: both are variants against the first's init.json"   test "$(cut -d, -f1,2 e2.csv | tail -n +2 | tr '\n' ' ')" = '"e/a: init.json","e/a: trained.json" "e/a: init.json","e/b: trained.json" '
+out=$("$SFVIT" compare e/a --base-file init.json 2>&1); rc=$?
+check "--base-file without --file: status 2, named" test $rc -eq 2 -a -n "$(grep -- "--base-file needs --file" <<< "$out")"
+out=$("$SFVIT" compare e/a --base-file none.json --file trained.json --metric auc 2>&1); rc=$?
+check "--base-file naming a file no seed has: status 1, named" test $rc -eq 1 -a -n "$(grep 'no seed folder of e/a has none.json' <<< "$out")"
 
 # ---- the t quantile against known values: df + 1 seeds, diffs alternating 0 and 100 (large
 # against the CSV's 6 decimals) ----

@@ -81,7 +81,10 @@ for t in resolution_36 resolution_56 nr_iters_1 nr_iters_40; do
   check "report: $t.md pairs 3 seeds" grep -q "| 3 |" "$O/report/$t.md"
 done
 check "report: resolution_56.md names its file" grep -q "^# top1 of img_size_56.json, paired by seed" "$O/report/resolution_56.md"
-check "report: saliency tables, AUC to 3 decimals" grep -Eq "^\| vit_sima/config=vit_sima \(base\) \| 3/3 \| 0 \| 0\.[0-9]{3} \|" "$O/report/saliency_q_init.md"
+for a in vit_sima xcit_sima; do
+  check "report: $a's saliency trained against its initialization, 3 pairs, AUC to 3 decimals" \
+    grep -Eq "^\| $a/config=$a: saliency.json \| 3 \| 0/3 \| 0\.[0-9]{3} \|" "$O/report/saliency_q_$a.md"
+done
 check "report: evaluations.md gathers the 15 evaluations" test "$(grep -c '^## ' "$O/report/evaluations.md")" -eq 15
 check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c ': \*\*' "$O/report/calib.md")" -eq 8
 check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curves.png" -a -s "$W/fig/study_scaling.png"
