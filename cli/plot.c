@@ -91,21 +91,12 @@ typedef struct run_curves {
 
 #define BAND_ALPHA 0.25
 
-/* "kinds/config=study_vit/seed0" -> "config=study_vit/seed0": seed folders keep their variant. */
+/* "runs/kinds/config=study_vit/seed0" -> "kinds/config=study_vit/seed0": a seed folder keeps its
+ * grid and variant, so it reads apart from the variant's own line; "runs/A" -> "A". */
 static void run_label(const char *dir, char *out, size_t size) {
-    char d[SF_PATH_MAX];
-    snprintf(d, sizeof d, "%s", dir);
-    size_t n = strlen(d);
-    while (n > 1 && d[n - 1] == '/') d[--n] = 0;
-    char *last = strrchr(d, '/');
-    if (last && !strncmp(last + 1, "seed", 4)) {
-        *last = 0;
-        char *prev = strrchr(d, '/');
-        *last = '/';
-        snprintf(out, size, "%s", prev ? prev + 1 : d);
-    } else {
-        snprintf(out, size, "%s", last ? last + 1 : d);
-    }
+    char last[SF_PATH_MAX];
+    dir_label(dir, 0, last, sizeof last);
+    dir_label(dir, strncmp(last, "seed", 4) ? 0 : 2, out, size);
 }
 
 static long diverged_step_of(const char *dir) {

@@ -309,6 +309,15 @@ stage_report() {
     "$sfvit" plot --series 'img_size_{x}.json' --x 28,36,44,56 --xlabel "test resolution (px; trained at 28)" \
       $soft $softpp $vsima $vmsa -o $fig/study_resolution.png > /dev/null 2>&1 || echo "study: report: study_resolution.png not yet"
   fi
+  # the ablations on test top-1 beside their base arms (dots: mean, 95 % interval, every seed),
+  # (drawn once every ablation has a tested seed; the title counts the seeds)
+  "$sfvit" plot --dots --file test.json --metric top1 $vsima $a/vit_sima_l2/config=vit_sima_l2 \
+    $a/vit_sima_none/config=vit_sima_none $a/vit_sima_1head/config=vit_sima_1head $a/vit_sima_relu/config=vit_sima_relu \
+    $vmsa $a/vit_msa_1head/config=vit_msa_1head $xsima $a/xcit_sima_nolpi/config=xcit_sima_nolpi \
+    -o $fig/study_ablations.png > /dev/null 2>&1 || echo "study: report: study_ablations.png not yet"
+  # the horizon check: the 15-epoch runs (lines) over the 5-epoch arms (mean and band of 5 seeds)
+  "$sfvit" plot $a/horizon/config=vit_sima/seed0 $a/horizon/config=xcit_sima/seed0 $vsima $xsima \
+    -o $fig/study_horizon.png > /dev/null 2>&1 || echo "study: report: study_horizon.png not yet"
   [ -f "$out/sweep/sweep.csv" ] && "$sfvit" plot "$out/sweep/sweep.csv" -o $fig/study_scaling.png
   [ -f "$out/sweep/crossover.csv" ] && "$sfvit" plot "$out/sweep/crossover.csv" -o $fig/study_crossover.png
   return 0

@@ -89,6 +89,7 @@ check "report: evaluations.md gathers the 15 evaluations" test "$(grep -c '^## '
 check "report: the calibration table, every arm with its chosen lr in bold" test "$(grep -c ': \*\*' "$O/report/calib.md")" -eq 8
 check "report: figures" test -s "$W/fig/study_arms.png" -a -s "$W/fig/study_curves.png" -a -s "$W/fig/study_scaling.png"
 check "report: the evaluation curves" test -s "$W/fig/study_nr_iters.png" -a -s "$W/fig/study_resolution.png"
+check "report: the ablations' dots and the horizon curves" test -s "$W/fig/study_ablations.png" -a -s "$W/fig/study_horizon.png"
 
 # ---- the same command again: nothing is trained or evaluated twice ----
 stamp=$(mktemp -p "$W"); touch "$stamp"
