@@ -229,6 +229,27 @@ stage_sweep() {
     --kinds sima_qk_first,sima_kv_first,sima_auto -o "$out/sweep/crossover.csv" | tee "$out/sweep/crossover.txt"
 }
 
+# Claim 6 asks whether one head costs SimA less than softmax: per seed, the drop of each arm
+# (1 head − 4 heads, test top-1) is written as a seed folder's drop.json under
+# REP/heads_drop/<arm>/, and `sfvit compare` pairs the two drops by seed (REP/heads_drop.md),
+# so the interval and verdict come from the same statistics as every other table.
+heads_drop() { # REP SIMA SIMA_1HEAD MSA MSA_1HEAD
+  local rep=$1 arm base one s d
+  for arm in vit_sima vit_msa; do
+    if [ $arm = vit_sima ]; then base=$2 one=$3; else base=$4 one=$5; fi
+    "$sfvit" compare "$base" "$one" --file test.json --metric top1 -o "$rep/.heads_$arm.csv" > /dev/null 2>&1 ||
+      { echo "study: report: heads_drop not yet"; rm -f "$rep"/.heads_*.csv; return 0; }
+    rm -rf "$rep/heads_drop/$arm"
+    # the CSV's last column: "seed0:-0.880000;seed1:..."
+    tail -n 1 "$rep/.heads_$arm.csv" | sed 's/.*,"\([^"]*\)"$/\1/' | tr ';' '\n' | while IFS=: read -r s d; do
+      mkdir -p "$rep/heads_drop/$arm/$s"
+      printf '{"top1_drop": %s}\n' "$d" > "$rep/heads_drop/$arm/$s/drop.json"
+    done
+    rm -f "$rep/.heads_$arm.csv"
+  done
+  "$sfvit" compare "$rep/heads_drop/vit_msa" "$rep/heads_drop/vit_sima" --file drop.json --metric top1_drop -o "$rep/heads_drop.md" > /dev/null
+}
+
 stage_report() {
   local rep=$out/report fig=$figures
   mkdir -p "$rep" "$fig"
@@ -267,6 +288,7 @@ stage_report() {
   acc norm $vsima $a/vit_sima_l2/config=vit_sima_l2 $a/vit_sima_none/config=vit_sima_none
   acc heads_sima $vsima $a/vit_sima_1head/config=vit_sima_1head
   acc heads_msa $vmsa $a/vit_msa_1head/config=vit_msa_1head
+  heads_drop "$rep" $vsima $a/vit_sima_1head/config=vit_sima_1head $vmsa $a/vit_msa_1head/config=vit_msa_1head
   acc relu $vsima $a/vit_sima_relu/config=vit_sima_relu
   acc lpi $xsima $a/xcit_sima_nolpi/config=xcit_sima_nolpi
   acc soft_pp $soft $softpp

@@ -80,6 +80,13 @@ done
 for t in resolution_36 resolution_56 nr_iters_1 nr_iters_40; do
   check "report: $t.md pairs 3 seeds" grep -q "| 3 |" "$O/report/$t.md"
 done
+check "report: heads_drop.md pairs the two single-head drops over 3 seeds" grep -q '^| heads_drop/vit_sima | 3 |' "$O/report/heads_drop.md"
+check "report: each drop is the arm's own paired difference (seed 1, SimA)" python3 -c "
+import json, sys
+m = json.load(open('$O/main/vit_sima/config=vit_sima/seed1/test.json'))['top1']
+one = json.load(open('$O/ablate/vit_sima_1head/config=vit_sima_1head/seed1/test.json'))['top1']
+d = json.load(open('$O/report/heads_drop/vit_sima/seed1/drop.json'))['top1_drop']
+sys.exit(abs(d - (one - m)) > 1e-5)"
 check "report: resolution_56.md names its file" grep -q "^# top1 of img_size_56.json, paired by seed" "$O/report/resolution_56.md"
 for a in vit_sima xcit_sima; do
   check "report: $a's saliency trained against its initialization, 3 pairs, AUC to 3 decimals" \
