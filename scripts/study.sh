@@ -292,6 +292,8 @@ stage_report() {
   acc relu $vsima $a/vit_sima_relu/config=vit_sima_relu
   acc lpi $xsima $a/xcit_sima_nolpi/config=xcit_sima_nolpi
   acc soft_pp $soft $softpp
+  # vit_sima's 5 seeds trained again by a later build (docs/results.md, Design: builds), when run
+  [ -d $a/vit_sima_newbuild ] && acc build_check $vsima $a/vit_sima_newbuild/config=vit_sima
   # the evaluations of the same runs (claims 10-12): one table per evaluation, SOFT the base
   local side it
   for side in 36 44 56; do cmp resolution_$side img_size_$side.json top1 0.5 $soft $softpp $vsima $vmsa; done
