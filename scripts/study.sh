@@ -233,21 +233,24 @@ stage_sweep() {
 # (1 head − 4 heads, test top-1) is written as a seed folder's drop.json under
 # REP/heads_drop/<arm>/, and `sfvit compare` pairs the two drops by seed (REP/heads_drop.md),
 # so the interval and verdict come from the same statistics as every other table.
-heads_drop() { # REP SIMA SIMA_1HEAD MSA MSA_1HEAD
-  local rep=$1 arm base one s d
-  for arm in vit_sima vit_msa; do
-    if [ $arm = vit_sima ]; then base=$2 one=$3; else base=$4 one=$5; fi
-    "$sfvit" compare "$base" "$one" --file test.json --metric top1 -o "$rep/.heads_$arm.csv" > /dev/null 2>&1 ||
-      { echo "study: report: heads_drop not yet"; rm -f "$rep"/.heads_*.csv; return 0; }
-    rm -rf "$rep/heads_drop/$arm"
-    # the CSV's last column: "seed0:-0.880000;seed1:..."
-    tail -n 1 "$rep/.heads_$arm.csv" | sed 's/.*,"\([^"]*\)"$/\1/' | tr ';' '\n' | while IFS=: read -r s d; do
-      mkdir -p "$rep/heads_drop/$arm/$s"
-      printf '{"top1_drop": %s}\n' "$d" > "$rep/heads_drop/$arm/$s/drop.json"
-    done
-    rm -f "$rep/.heads_$arm.csv"
+# drop_files REP ARM BASE ONE: ARM's per-seed drop, ONE − BASE in test top-1, from the
+# per-seed column of `sfvit compare`'s CSV ("seed0:-0.880000;seed1:...").
+drop_files() {
+  local csv=$1/.heads_$2.csv s d
+  "$sfvit" compare "$3" "$4" --file test.json --metric top1 -o "$csv" > /dev/null 2>&1 || { rm -f "$csv"; return 1; }
+  rm -rf "$1/heads_drop/$2"
+  tail -n 1 "$csv" | sed 's/.*,"\([^"]*\)"$/\1/' | tr ';' '\n' | while IFS=: read -r s d; do
+    mkdir -p "$1/heads_drop/$2/$s"
+    printf '{"top1_drop": %s}\n' "$d" > "$1/heads_drop/$2/$s/drop.json"
   done
-  "$sfvit" compare "$rep/heads_drop/vit_msa" "$rep/heads_drop/vit_sima" --file drop.json --metric top1_drop -o "$rep/heads_drop.md" > /dev/null
+  rm -f "$csv"
+}
+heads_drop() { # REP SIMA SIMA_1HEAD MSA MSA_1HEAD
+  if drop_files "$1" vit_sima "$2" "$3" && drop_files "$1" vit_msa "$4" "$5"; then
+    "$sfvit" compare "$1/heads_drop/vit_msa" "$1/heads_drop/vit_sima" --file drop.json --metric top1_drop -o "$1/heads_drop.md" > /dev/null
+  else
+    echo "study: report: heads_drop not yet"
+  fi
 }
 
 stage_report() {
