@@ -143,6 +143,10 @@ sf_tensor *mdl_linear_fwd(sf_ctx *g, const mdl_linear *l, sf_tensor *x) {
     return sf_linear(g, x, l->w, l->b);
 }
 
+sf_tensor *mdl_linear_last_use(sf_ctx *g, const mdl_linear *l, sf_tensor *x) {
+    return sf_linear_last_use(g, x, l->w, l->b);
+}
+
 sf_tensor *mdl_ln_fwd(sf_ctx *g, const mdl_ln *l, sf_tensor *x) {
     return sf_layernorm(g, x, l->w, l->b, l->eps);
 }
@@ -171,10 +175,13 @@ static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
     return p > 0 ? sf_dropout(g, x, p) : x;
 }
 
-/* timm Mlp: fc2(drop(act(fc1 x))) then drop. */
+/* timm Mlp: fc2(drop(act(fc1 x))) then drop. Every activation's backward reads its input
+ * and dropout's its mask, so the activation's output is dead once fc2 (or dropout) read it. */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
-    sf_tensor *h = dropout(g, act_fwd(g, l->act, mdl_linear_fwd(g, &l->fc1, x)), l->drop);
-    return dropout(g, mdl_linear_fwd(g, &l->fc2, h), l->drop);
+    sf_tensor *a = act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x));
+    sf_tensor *h = dropout(g, a, l->drop);
+    if (h != a) sf_tensor_release_data(g, a);
+    return dropout(g, mdl_linear_last_use(g, &l->fc2, h), l->drop);
 }
 
 sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps) {
@@ -283,7 +290,7 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
         v = sf_heads_split(g, mdl_linear_fwd(g, &a->v, x), 1, 0, a->H);
         k = q;
     } else {
-        sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, x);  // (B, N, 3C)
+        sf_tensor *qkv = mdl_linear_last_use(g, &a->qkv, x);  // (B, N, 3C)
         q = sf_heads_split(g, qkv, 3, 0, a->H);
         k = sf_heads_split(g, qkv, 3, 1, a->H);
         v = sf_heads_split(g, qkv, 3, 2, a->H);
@@ -295,7 +302,7 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
     sf_tensor *o = kind->mix(g, m, a, q, k, v);  // (B, H, N, D)
     sf_tensor *merged = sf_heads_merge(g, o);  // (B, N, C)
     sf_tensor_release_data(g, o);
-    sf_tensor *y = mdl_linear_fwd(g, &a->proj, merged);  // (B, N, C)
+    sf_tensor *y = mdl_linear_last_use(g, &a->proj, merged);  // (B, N, C)
     return dropout(g, y, a->drop);
 }
 

@@ -239,9 +239,10 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
         k = sf_concat_tokens(g, cls, k);
         v = sf_concat_tokens(g, cls, v);
     }
-    sf_tensor *Q = sf_heads_split(g, mdl_linear_fwd(g, &a->proj_q, q), 1, 0, a->H);  // (B, H, Nq, D)
-    sf_tensor *K = sf_heads_split(g, mdl_linear_fwd(g, &a->proj_k, k), 1, 0, a->H);  // (B, H, Nk, D)
-    sf_tensor *V = sf_heads_split(g, mdl_linear_fwd(g, &a->proj_v, v), 1, 0, a->H);  // (B, H, Nk, D)
+    /* q, k, v are fresh tokens (a concat or permute copy) that only their projection reads */
+    sf_tensor *Q = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_q, q), 1, 0, a->H);  // (B, H, Nq, D)
+    sf_tensor *K = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_k, k), 1, 0, a->H);  // (B, H, Nk, D)
+    sf_tensor *V = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_v, v), 1, 0, a->H);  // (B, H, Nk, D)
     sf_tensor *o;                                                                    // (B, H, Nq, D)
     if (a->kind == SF_ATTN_MSA) {
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
@@ -251,7 +252,7 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
         sf_tensor *kn = mdl_sima_norm(g, K, c->attn_norm, 1e-12f);
         o = sf_sima(g, qn, kn, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
     }
-    sf_tensor *y = mdl_linear_fwd(g, &a->proj, sf_heads_merge(g, o));  // (B, Nq, C)
+    sf_tensor *y = mdl_linear_last_use(g, &a->proj, sf_heads_merge(g, o));  // (B, Nq, C)
     return c->drop_rate > 0 ? sf_dropout(g, y, c->drop_rate) : y;
 }
 

@@ -70,9 +70,14 @@ mdl_attn mdl_attn_add(sf_params *ps, sf_family fam, const char *prefix, int C, i
 
 /* ---- forwards (common.c) ---- */
 sf_tensor *mdl_linear_fwd(sf_ctx *g, const mdl_linear *l, sf_tensor *x);
+/* The same for an x nothing reads afterwards (sf_linear_last_use): its memory is reused, and
+ * in bf16 only its bf16 copy is kept for the backward. */
+sf_tensor *mdl_linear_last_use(sf_ctx *g, const mdl_linear *l, sf_tensor *x);
 sf_tensor *mdl_ln_fwd(sf_ctx *g, const mdl_ln *l, sf_tensor *x);
 sf_tensor *mdl_bn_fwd(sf_ctx *g, const mdl_bn *l, sf_tensor *x);
 sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
+/* The two take x over: the caller passes a tensor nothing else reads (a LayerNorm output),
+ * and its data may be gone afterwards (mdl_linear_last_use). */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x);
 /* x (B, N, C) -> (B, N, C). */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x);

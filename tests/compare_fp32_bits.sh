@@ -5,9 +5,12 @@
 # loss, every gradient) must be byte-identical. Not part of `meson test` (it needs a second
 # build); run by hand:
 #   bash tests/compare_fp32_bits.sh OLD/build/sfvit build/sfvit
+# PRECISION=bf16_emulated runs the same comparison in that precision (for a change that must
+# not move the bf16 numbers either).
 set -uo pipefail
 OLD=$(realpath "$1")
 NEW=$(realpath "$2")
+PRECISION=${PRECISION:-fp32}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d /tmp/sfvit-bits-XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -16,10 +19,10 @@ for dir in "$ROOT"/tests/golden/models/*/; do
   c=$(basename "$dir")
   for gemm in auto openblas; do
     for b in OLD NEW; do
-      SFVIT_GEMM=$gemm SFVIT_THREADS=2 "${!b}" dump "$dir/config.yaml" --weights "$dir/weights.safetensors" \
+      SFVIT_GEMM=$gemm SFVIT_THREADS=2 "${!b}" dump "$dir/config.yaml" train.precision="$PRECISION" --weights "$dir/weights.safetensors" \
         --input "$dir/input.safetensors" --out "$W/$c.$gemm.$b" > /dev/null 2>&1
     done
-    check "$c (SFVIT_GEMM=$gemm): fp32 dump byte-identical" cmp -s "$W/$c.$gemm.OLD" "$W/$c.$gemm.NEW"
+    check "$c (SFVIT_GEMM=$gemm): $PRECISION dump byte-identical" cmp -s "$W/$c.$gemm.OLD" "$W/$c.$gemm.NEW"
   done
 done
 echo "$passed passed, $failed failed"

@@ -17,6 +17,9 @@
  *    gradient stays fp32).
  * 3. Weights converted once per step (sf_bf16_weights_refresh) give the same bits as
  *    converting per product, and fp32 products are untouched by a refresh.
+ * 4. A linear whose input is handed over (sf_linear_last_use) gives the bits of sf_linear in
+ *    every precision, and frees the input's fp32 data where the backward does not need it:
+ *    always in bf16 (its bf16 copy is kept, half the bytes), in fp32 only without a dW.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -121,6 +124,11 @@ typedef struct {
 static sf_tensor *build_linear(sf_ctx *g, sf_tensor **in, const int *arg) {
     (void)arg;
     return sf_linear(g, in[0], in[1], in[2]);
+}
+/* x * 1 first: the handed-over input must be arena memory, as a model's activations are */
+static sf_tensor *build_linear_last_use(sf_ctx *g, sf_tensor **in, const int *arg) {
+    (void)arg;
+    return sf_linear_last_use(g, sf_scale(g, in[0], 1.0f), in[1], in[2]);
 }
 static sf_tensor *build_matmul(sf_ctx *g, sf_tensor **in, const int *arg) {
     return sf_matmul(g, in[0], in[1], arg[0], arg[1]);
@@ -275,12 +283,96 @@ static void test_weight_refresh(void) {
     for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
 }
 
+/* ---- 4. handed-over inputs ---- */
+
+typedef struct {
+    float *y, *dx, *dw, *db;
+    int x_freed;           /* the linear's input has no data after the forward */
+    size_t in_use_after;   /* arena bytes held after the forward */
+} last_use_run;
+
+static last_use_run run_linear(int last_use, int grad, sf_tensor *x, sf_tensor *w, sf_tensor *b, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = grad;
+    sf_tensor *leaves[3] = {x, w, b};
+    for (int i = 0; i < 3; i++) {
+        free(leaves[i]->grad);
+        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    }
+    sf_tensor *xa = sf_scale(&g, x, 1.0f);
+    sf_tensor *y = last_use ? sf_linear_last_use(&g, xa, w, b) : sf_linear(&g, xa, w, b);
+    last_use_run r = {.x_freed = xa->data == NULL, .in_use_after = sf_ctx_arena_in_use(&g)};
+    r.y = malloc(y->numel * sizeof(float));
+    memcpy(r.y, y->data, y->numel * sizeof(float));
+    if (grad) sf_backward_seeded(&g, y, R);
+    float **dst[3] = {&r.dx, &r.dw, &r.db};
+    for (int i = 0; i < 3; i++) {
+        *dst[i] = malloc(leaves[i]->numel * sizeof(float));
+        memcpy(*dst[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
+    }
+    sf_ctx_free(&g);
+    return r;
+}
+
+static void last_use_free(last_use_run *r) {
+    free(r->y);
+    free(r->dx);
+    free(r->dw);
+    free(r->db);
+}
+
+static void test_linear_last_use(void) {
+    enum { R_ = 48, I = 96, O = 80 };
+    sf_rng r;
+    sf_rng_seed(&r, 9);
+    sf_tensor *x = gc_leaf(2, (int[]){R_, I}, 1), *w = gc_leaf(2, (int[]){O, I}, 1), *b = gc_leaf(1, (int[]){O}, 1);
+    gc_fill_normal(x, &r, 1.0f);
+    gc_fill_normal(w, &r, 1.0f);
+    gc_fill_normal(b, &r, 1.0f);
+    float *R = malloc(R_ * O * sizeof(float));
+    for (int k = 0; k < R_ * O; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    const sf_precision precs[] = {SF_PREC_FP32, SF_PREC_BF16_EMULATED};
+    for (int p = 0; p < 2; p++) {
+        sf_precision_set(precs[p]);
+        const char *pn = sf_precision_name(precs[p]);
+        for (int frozen = 0; frozen < 2; frozen++) {
+            w->requires_grad = !frozen;
+            last_use_run plain = run_linear(0, 1, x, w, b, R), handed = run_linear(1, 1, x, w, b, R);
+            const char *wn = frozen ? "frozen weight" : "trained weight";
+            CHECK(!memcmp(plain.y, handed.y, R_ * O * sizeof(float)) && !memcmp(plain.dx, handed.dx, R_ * I * sizeof(float)) &&
+                      !memcmp(plain.dw, handed.dw, O * I * sizeof(float)) && !memcmp(plain.db, handed.db, O * sizeof(float)),
+                  "%s, %s: handed-over x gives sf_linear's y, dx, dW, db bit for bit", pn, wn);
+            CHECK(!plain.x_freed, "%s, %s: sf_linear keeps x", pn, wn);
+            /* fp32 training keeps x for dW; bf16 keeps only its bf16 copy; no dW needs nothing */
+            const int want_freed = precs[p] != SF_PREC_FP32 || frozen;
+            CHECK(handed.x_freed == want_freed, "%s, %s: x's fp32 data %s", pn, wn, want_freed ? "freed" : "kept");
+            if (want_freed)
+                CHECK(handed.in_use_after < plain.in_use_after, "%s, %s: the forward holds fewer arena bytes (%zu vs %zu)",
+                      pn, wn, handed.in_use_after, plain.in_use_after);
+            last_use_free(&plain);
+            last_use_free(&handed);
+        }
+        w->requires_grad = 1;
+        last_use_run infer = run_linear(1, 0, x, w, b, R);
+        CHECK(infer.x_freed, "%s, no gradients: x freed", pn);
+        last_use_free(&infer);
+    }
+    sf_precision_set(SF_PREC_FP32);
+    printf("  linear with a handed-over input: the bits of sf_linear, input freed where not needed\n");
+    free(R);
+    gc_leaf_free(x);
+    gc_leaf_free(w);
+    gc_leaf_free(b);
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
     const op_case cases[] = {
         {"linear (64x96 . 80x96^T + b)", build_linear, 3, {{2, 32, 96}, {80, 96}, {80}}, {3, 2, 1}, {0}, 96},
         {"linear without bias", build_linear, 2, {{64, 96}, {80, 96}}, {2, 2}, {0}, 96},
+        {"linear, x handed over (+b)", build_linear_last_use, 3, {{2, 32, 96}, {80, 96}, {80}}, {3, 2, 1}, {0}, 96},
         {"matmul A B", build_matmul, 2, {{3, 40, 24}, {3, 24, 56}}, {3, 3}, {0, 0}, 56},
         {"matmul A^T B", build_matmul, 2, {{3, 24, 40}, {3, 24, 56}}, {3, 3}, {1, 0}, 56},
         {"matmul A B^T", build_matmul, 2, {{3, 40, 24}, {3, 56, 24}}, {3, 3}, {0, 1}, 56},
@@ -291,5 +383,6 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_op(&cases[i]);
     test_weight_refresh();
+    test_linear_last_use();
     return test_summary("bf16");
 }

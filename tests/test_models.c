@@ -3,7 +3,8 @@
  * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
  * against the tables of docs/models.md, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
- * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, and the pos_embed resize.
+ * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, the pos_embed resize, and a
+ * bf16 training step's activation memory below fp32's in every family.
  *
  * Deliberately not here: comparisons with PyTorch logits (tests/golden).
  */
@@ -14,6 +15,7 @@
 
 #include "gradcheck.h"
 #include "sfvit/model.h"
+#include "sfvit/precision.h"
 
 /* models/models_internal.h: the SOFT pooling matrix, checked entry by entry below */
 void mdl_soft_pool_matrix(float *P, int Hs, int Ws, int hs, int ws, int skip);
@@ -486,16 +488,24 @@ static int grad_dead_by_design(const sf_model_cfg *c, const char *name) {
     return !strncmp(name, p, strlen(p));
 }
 
+/* A model of config c with its parameters allocated and initialized from seed; NULL if the
+ * config does not build. */
+static sf_model *model_ready(const sf_model_cfg *c, sf_params *ps, uint64_t seed) {
+    sf_params_init(ps);
+    sf_model *m = sf_model_build(c, ps);
+    if (!m) return NULL;
+    sf_params_alloc(ps);
+    sf_rng r;
+    sf_rng_seed(&r, seed);
+    sf_model_init(m, ps, &r);
+    return m;
+}
+
 static void test_forward_backward(const char *label, sf_model_cfg c) {
     sf_params ps;
-    sf_params_init(&ps);
-    sf_model *m = sf_model_build(&c, &ps);
+    sf_model *m = model_ready(&c, &ps, 7);
     CHECK(m != NULL, "%s builds", label);
     if (!m) return;
-    sf_params_alloc(&ps);
-    sf_rng r;
-    sf_rng_seed(&r, 7);
-    sf_model_init(m, &ps, &r);
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.training = 1;
@@ -545,16 +555,58 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
     sf_params_free(&ps);
 }
 
+/* One training step of config c in precision p: the activation arena's peak bytes, and the
+ * loss. The step must train: every gradient finite and nonzero. */
+static double step_peak(const char *label, sf_model_cfg c, sf_precision p, double *loss_out) {
+    sf_precision_set(p);
+    sf_params ps;
+    sf_model *m = model_ready(&c, &ps, 7);
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.training = 1;
+    g.grad_enabled = 1;
+    sf_tensor x;
+    fill_images(&x, 2, c.in_chans, c.img_size, 11);
+    sf_tensor *logits = sf_model_forward(&g, m, &x);
+    sf_tensor *loss = sf_cross_entropy(&g, logits, (int[]){1, 3}, NULL, 0.0f);
+    sf_backward(&g, loss);
+    *loss_out = loss->data[0];
+    int bad = 0;
+    for (int i = 0; i < ps.count; i++) {
+        const sf_param *q = &ps.list[i];
+        if (!(q->flags & SF_PARAM_TRAINABLE) || grad_dead_by_design(&c, q->t->name)) continue;
+        double sum = 0;
+        for (size_t j = 0; j < q->t->numel; j++) sum += fabs(q->t->grad[j]);
+        bad += !(isfinite(sum) && sum > 0);
+    }
+    CHECK(bad == 0, "%s in %s: %d parameter gradients zero or not finite", label, sf_precision_name(p), bad);
+    const double peak = (double)sf_ctx_arena_peak(&g);
+    free(x.data);
+    sf_ctx_free(&g);
+    sf_model_free(m);
+    sf_params_free(&ps);
+    sf_precision_set(SF_PREC_FP32);
+    return peak;
+}
+
+/* bf16 keeps the handed-over inputs of linear layers (LayerNorm, GELU and head-merge outputs)
+ * as bf16 copies only (sf_linear_last_use), so a bf16 training step holds fewer activation
+ * bytes than fp32. Arena bytes are counted, not timed: the same on every machine. */
+static void test_bf16_activation_memory(const char *label, sf_model_cfg c) {
+    double loss32, loss16;
+    const double fp32 = step_peak(label, c, SF_PREC_FP32, &loss32);
+    const double bf16 = step_peak(label, c, SF_PREC_BF16_EMULATED, &loss16);
+    CHECK(bf16 < fp32, "%s: bf16 step's activation peak %.0f KiB below fp32's %.0f KiB", label, bf16 / 1024, fp32 / 1024);
+    CHECK(fabs(loss16 - loss32) <= 0.05 * fabs(loss32), "%s: bf16 loss %.4f near fp32 %.4f", label, loss16, loss32);
+    printf("  bf16 step %-24s activation peak %.0f -> %.0f KiB (%.2f of fp32)\n", label, fp32 / 1024, bf16 / 1024,
+           bf16 / fp32);
+}
+
 /* Eval-time order switch: same logits either way; drop path on but eval. */
 static void test_order_switch(const char *label, sf_model_cfg c) {
     sf_params ps;
-    sf_params_init(&ps);
     c.drop_path_rate = 0.1f;
-    sf_model *m = sf_model_build(&c, &ps);
-    sf_params_alloc(&ps);
-    sf_rng r;
-    sf_rng_seed(&r, 3);
-    sf_model_init(m, &ps, &r);
+    sf_model *m = model_ready(&c, &ps, 3);
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.training = 0;
@@ -602,12 +654,7 @@ static void test_model_gradcheck(const char *label, sf_model_cfg c, const char *
                                  int training) {
     if (only_model && !strstr(label, only_model)) return;
     sf_params ps;
-    sf_params_init(&ps);
-    sf_model *m = sf_model_build(&c, &ps);
-    sf_params_alloc(&ps);
-    sf_rng r;
-    sf_rng_seed(&r, 9);
-    sf_model_init(m, &ps, &r);
+    sf_model *m = model_ready(&c, &ps, 9);
     /* larger weights than the init so every path carries signal */
     for (int i = 0; i < ps.count; i++)
         if (ps.list[i].init == SF_INIT_TRUNC_NORMAL)
@@ -895,6 +942,17 @@ int main(int argc, char **argv) {
         test_forward_backward("vit soft++ + msa avg", c);
     }
     test_soft_fixed();
+    test_bf16_activation_memory("vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
+    {
+        sf_model_cfg c = tiny_vit(SF_ATTN_MSA, SF_NORM_L1);
+        c.drop_rate = 0.1f; /* the MLP's dropout copy is freed as well */
+        c.act = SF_ACT_RELU;
+        test_bf16_activation_memory("vit msa relu dropout", c);
+    }
+    test_bf16_activation_memory("xcit sima p8", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8));
+    test_bf16_activation_memory("soft", tiny_soft(SF_NORM_NONE));
+    test_bf16_activation_memory("vit soft", tiny_vit_soft(SF_NORM_NONE));
+    test_bf16_activation_memory("cvt sima", tiny_cvt(SF_ATTN_SIMA, SF_NORM_L1, SF_ACT_QUICK_GELU));
     test_cvt_info();
     test_forward_backward("cvt msa quick_gelu", tiny_cvt(SF_ATTN_MSA, SF_NORM_L1, SF_ACT_QUICK_GELU));
     test_forward_backward("cvt sima l1 quick_gelu", tiny_cvt(SF_ATTN_SIMA, SF_NORM_L1, SF_ACT_QUICK_GELU));

@@ -60,6 +60,10 @@ void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
 /* ---- matmul.c (cblas_sgemm) ---- */
 /* y = x W^T + b; x (..., in), w (out, in), b (out) or NULL -> (..., out). */
 sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
+/* sf_linear for an x that nothing reads afterwards (no later op, no other backward): x's
+ * fp32 data is released; in bf16 the backward keeps only x's bf16 copy, the operand its dW
+ * product reads anyway (same numbers, half the memory); in fp32 training x itself is kept. */
+sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
 /* Batched product over equal leading dims: a (..., M, K) (or (..., K, M) if trans_a),
  * b (..., K, N) (or (..., N, K) if trans_b) -> (..., M, N). */
 sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int trans_b);

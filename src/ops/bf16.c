@@ -48,7 +48,7 @@ void sf_bf16_round_into(const float *x, float *y, size_t n) {
 }
 
 static void widen(const uint16_t *x, float *y, size_t n) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
     for (size_t i = 0; i < n; i++) y[i] = from_bf16(x[i]);
 }
 

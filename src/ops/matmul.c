@@ -17,7 +17,12 @@
 
 /* ---- linear ---- */
 
-sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
+/* x_last_use: the caller hands x over, nothing reads it after this call (forward or
+ * backward of any other op). Then x's fp32 data is given back to the arena here; where the
+ * backward still needs x (for dW, in bf16) the node keeps its bf16 copy, which is exactly the
+ * operand the products read: the same numbers, half the memory, one conversion instead of
+ * two. In fp32 the dW product needs x itself, so it is kept. */
+static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int x_last_use) {
     char sx[64], sw[64];
     SF_ASSERT(w->ndim == 2, "linear weight %s must be (out, in), got %s", w->name ? w->name : "",
               sf_shape_str(w, sw, sizeof sw));
@@ -26,6 +31,8 @@ sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
               sf_shape_str(x, sx, sizeof sx), I, w->name ? w->name : "",
               sf_shape_str(w, sw, sizeof sw));
     SF_ASSERT(!b || (int)b->numel == O, "linear: bias has %zu entries, expected %d", b->numel, O);
+    SF_ASSERT(x->data, "linear: x %s has no data (handed over to an earlier linear)",
+              sf_shape_str(x, sx, sizeof sx));
     int R = (int)(x->numel / (size_t)I);
 
     int shape[SF_MAX_DIMS];
@@ -33,40 +40,72 @@ sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
     shape[x->ndim - 1] = O;
     sf_tensor *y = sf_tensor_new(g, x->ndim, shape); // (R, O)
 
+    sf_tensor *in[3] = {x, w, b};
+    int n_in = b ? 3 : 2;
+    const int record = sf_needs_grad(g, in, n_in);
+    const int bf16 = sf_precision_get() != SF_PREC_FP32;
+    /* x's bf16 copy, kept for the dW product when x is handed over in bf16 */
+    uint16_t *x16 = NULL;
+    if (x_last_use && bf16 && record && w->requires_grad) {
+        x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
+        sf_bf16_convert(x->data, x16, x->numel);
+    }
+
     if (b) {
         /* Seed every row with the bias, then accumulate the product with beta = 1. Serial on
          * purpose: a memory-bound copy, and an OpenMP region right before the sgemm would
          * leave spinning OpenMP threads competing with the OpenBLAS threads. */
         for (int r = 0; r < R; r++) memcpy(y->data + (size_t)r * O, b->data, (size_t)O * sizeof(float));
     }
-    sf_gemm_prec_w(0, 1, R, O, I, 1.0f, x->data, NULL, w->data, sf_bf16_weight(w), b ? 1.0f : 0.0f,
+    sf_gemm_prec_w(0, 1, R, O, I, 1.0f, x->data, x16, w->data, sf_bf16_weight(w), b ? 1.0f : 0.0f,
                    y->data);
 
-    sf_tensor *in[3] = {x, w, b};
-    int n_in = b ? 3 : 2;
-    if (sf_needs_grad(g, in, n_in)) {
+    if (record) {
         sf_node *node = sf_tape_push(g, SF_OP_LINEAR, y, in, n_in);
         node->iarg[0] = R;
         node->iarg[1] = I;
         node->iarg[2] = O;
+        node->saved = x16;
     }
+    /* Handed over and not needed in fp32 by the backward: dW reads x16 or nothing. */
+    if (x_last_use && (x16 || !record || !w->requires_grad)) sf_tensor_release_data(g, x);
     return y;
 }
 
+sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) { return linear(g, x, w, b, 0); }
+
+sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
+    return linear(g, x, w, b, 1);
+}
+
 /* Forward was y = x W^T + b (x (R, I), W (O, I), b (O)), so with G = dL/dy (R, O):
- * dx = G W, dW = G^T x, db = colsum(G). Nothing is saved: x and W are the inputs. */
+ * dx = G W, dW = G^T x, db = colsum(G). Saved: x's bf16 copy when x was handed over in bf16
+ * (then x->data is gone); otherwise nothing, x and W are the inputs. */
 void sf_linear_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
     int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
+    const uint16_t *x16 = node->saved;
     const float *G = node->out->grad; // (R, O)
     /* Teeth: the broken variant drops the dx term, so the check on x must fail. */
-    if (x->requires_grad && !sf_break_backward("linear")) {
+    const int want_dx = x->requires_grad && !sf_break_backward("linear");
+    /* G feeds both products: in bf16 convert it once, not once per product. */
+    uint16_t *G16 = NULL;
+    const size_t nG = (size_t)R * O;
+    if (want_dx && w->requires_grad && sf_precision_get() != SF_PREC_FP32) {
+        G16 = sf_arena_alloc(g->arena, nG * sizeof *G16);
+        sf_bf16_convert(G, G16, nG);
+    }
+    if (want_dx) {
         int acc; /* a new dx is written (beta 0): no zero fill, no read */
         float *dx = sf_grad_dst(g, x, &acc);
-        sf_gemm_prec_w(0, 0, R, I, O, 1.0f, G, NULL, w->data, sf_bf16_weight(w), acc ? 1.0f : 0.0f,
+        sf_gemm_prec_w(0, 0, R, I, O, 1.0f, G, G16, w->data, sf_bf16_weight(w), acc ? 1.0f : 0.0f,
                        dx); // (R, I)
     }
-    if (w->requires_grad) sf_gemm_prec(1, 0, O, I, R, 1.0f, G, x->data, 1.0f, sf_grad(g, w)); // (O, I)
+    if (w->requires_grad) {
+        sf_gemm_prec_w(1, 0, O, I, R, 1.0f, G, G16, x->data, x16, 1.0f, sf_grad(g, w)); // (O, I)
+        if (x16) sf_arena_release(g->arena, (void *)x16, x->numel * sizeof *x16);
+    }
+    if (G16) sf_arena_release(g->arena, G16, nG * sizeof *G16);
     if (b && b->requires_grad) {
         /* Column sums as a matrix-vector product: db (O, 1) += G^T (O, R) . 1 (R, 1). */
         float *ones = sf_arena_alloc(g->arena, (size_t)R * sizeof(float)); // (R)
