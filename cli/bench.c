@@ -1,6 +1,7 @@
 /* bench.c — `sfvit bench CONFIG [key=value ...] [--steps N]`: random data at the config's
- * batch size and resolution; warm-up, then timed training steps (forward, backward, AdamW)
- * and timed inference batches. Prints per-phase times, GFLOP/s and the fraction of an sgemm
+ * batch size and resolution; warm-up, then timed training steps as the trainer runs them
+ * (forward, backward, then the update: the finite-gradient check, AdamW and zeroing the
+ * gradients for the next step) and timed inference batches. Prints per-phase times, GFLOP/s and the fraction of an sgemm
  * peak measured here on the model's largest product, then the two lines
  * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads, and the process's
  * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
@@ -93,11 +94,11 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     sf_ctx_init(&g, 0);
     double *tf = sf_calloc((size_t)steps, sizeof(double)), *tb = sf_calloc((size_t)steps, sizeof(double));
     double *to = sf_calloc((size_t)steps, sizeof(double)), *ti = sf_calloc((size_t)steps, sizeof(double));
+    sf_params_zero_grad(ps);
     for (int s = -warmup; s < steps; s++) {
         if (s == 0) sf_dnnl_stats(&r->prims_warmup, NULL);
         g.training = 1;
         g.grad_enabled = 1;
-        sf_params_zero_grad(ps);
         sf_profile_mark();
         double t0 = sf_now();
         sf_precision_weights_refresh(ps);
@@ -106,7 +107,11 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         double t1 = sf_now();
         sf_backward(&g, loss);
         double t2 = sf_now();
+        /* the trainer's update: it stops on a NaN/Inf gradient, steps, and starts the next
+         * step from zero gradients */
+        if (sf_grad_first_nonfinite(ps)) sf_warn("bench: a gradient is not finite at step %d", s + warmup + 1);
         sf_adamw_step(ps, &cfg->optim, 1e-6f, s + warmup + 1);
+        sf_params_zero_grad(ps);
         double t3 = sf_now();
         sf_ctx_reset(&g);
         if (s >= 0) tf[s] = t1 - t0, tb[s] = t2 - t1, to[s] = t3 - t2;
@@ -155,7 +160,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     printf("  %-22s %10s\n", "phase", "ms (median)");
     printf("  %-22s %10.1f\n", "forward", r->forward * 1e3);
     printf("  %-22s %10.1f\n", "backward", r->backward * 1e3);
-    printf("  %-22s %10.1f\n", "optimizer", r->optimizer * 1e3);
+    printf("  %-22s %10.1f\n", "update", r->optimizer * 1e3);
     printf("  %-22s %10.1f\n", "train step", train * 1e3);
     printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
     printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
