@@ -1,9 +1,9 @@
 /* bench.c — `sfvit bench CONFIG [key=value ...] [--steps N]`: random data at the config's
  * batch size and resolution; warm-up, then timed training steps as the trainer runs them
  * (forward, backward, then the update: the finite-gradient check, AdamW and zeroing the
- * gradients for the next step) and timed inference batches. Prints per-phase times, GFLOP/s and the fraction of an sgemm
- * peak measured here on the model's largest product, then the two lines
- * `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads, and the process's
+ * gradients for the next step) and timed inference batches. Prints per-phase times, GFLOP/s
+ * and the fraction of an sgemm peak measured here on the model's largest product, then the
+ * two lines `train_img_per_s X` and `infer_img_per_s Y` that bench/compare reads, and the process's
  * peak resident set after the training steps (`train_peak_rss_mib`, from /proc/self/status
  * VmHWM, read before any inference batch) next to the resident set before the model was built
  * (`base_rss_mib`), the work per image (`train_gflop_per_img`, `infer_gflop_per_img`) and the

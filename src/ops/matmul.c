@@ -31,7 +31,7 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
               sf_shape_str(x, sx, sizeof sx), I, w->name ? w->name : "",
               sf_shape_str(w, sw, sizeof sw));
     SF_ASSERT(!b || (int)b->numel == O, "linear: bias has %zu entries, expected %d", b->numel, O);
-    SF_ASSERT(x->data, "linear: x %s has no data (handed over to an earlier linear)",
+    SF_ASSERT(x->data, "linear: x %s has no data (released: handed over to an earlier op)",
               sf_shape_str(x, sx, sizeof sx));
     int R = (int)(x->numel / (size_t)I);
 
