@@ -3,7 +3,7 @@
  * gradients by central differences, the two conv paths against each other, and the BatchNorm
  * running-statistics update recomputed independently. */
 #include "gradcheck.h"
-#include "ops_internal.h"  // sf_conv2d_set_direct
+#include "ops_internal.h"  // sf_conv2d_set_path
 
 /* ---- naive references ---- */
 
@@ -81,7 +81,11 @@ static void conv_check(const conv_case *cc, const char *path) {
     gc_leaf_free(b);
 }
 
-/* The direct depthwise kernel against the im2col reference: outputs and every gradient. */
+/* The direct depthwise kernels (per plane, channels innermost) against the im2col reference:
+ * outputs and every gradient. */
+static const sf_conv_path conv_paths[] = {SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST};
+static const char *const conv_path_names[] = {"im2col", "planes", "channels-last"};
+
 static void conv_paths_agree(const conv_case *cc) {
     sf_rng r;
     sf_rng_seed(&r, 77);
@@ -91,9 +95,9 @@ static void conv_paths_agree(const conv_case *cc) {
     gc_fill_uniform(x, &r, -1.0f, 1.0f);
     gc_fill_normal(w, &r, 0.5f);
     if (b) gc_fill_normal(b, &r, 0.5f);
-    float *res[2][4] = {{0}};  // [path][y, dx, dw, db]
-    for (int path = 0; path < 2; path++) {
-        sf_conv2d_set_direct(path);
+    float *res[3][4] = {{0}};  // [path][y, dx, dw, db]
+    for (int path = 0; path < 3; path++) {
+        sf_conv2d_set_path(conv_paths[path]);
         sf_ctx g;
         sf_ctx_init(&g, 1 << 20);
         sf_tensor *y = sf_conv2d(&g, x, w, b, cc->stride, cc->pad, cc->groups);
@@ -115,21 +119,21 @@ static void conv_paths_agree(const conv_case *cc) {
                 res[path][i + 1] = malloc(sizeof(float) * leaves[i]->numel);
                 memcpy(res[path][i + 1], leaves[i]->grad, sizeof(float) * leaves[i]->numel);
             }
-        if (path == 1) {
-            char name[160];
+        if (path > 0) {
+            char name[200];
             size_t n[4] = {y->numel, x->numel, w->numel, b ? b->numel : 0};
             const char *what[4] = {"y", "dx", "dw", "db"};
             for (int i = 0; i < 4; i++)
                 if (n[i]) {
-                    snprintf(name, sizeof name, "conv %s direct vs im2col %s", cc->name, what[i]);
-                    allclose(name, res[1][i], res[0][i], n[i], 1e-4f, 1e-5f);
+                    snprintf(name, sizeof name, "conv %s %s vs im2col %s", cc->name, conv_path_names[path], what[i]);
+                    allclose(name, res[path][i], res[0][i], n[i], 1e-4f, 1e-5f);
                 }
         }
         free(seed);
         sf_ctx_free(&g);
     }
-    sf_conv2d_set_direct(1);
-    for (int p = 0; p < 2; p++)
+    sf_conv2d_set_path(SF_CONV_AUTO);
+    for (int p = 0; p < 3; p++)
         for (int i = 0; i < 4; i++) free(res[p][i]);
     gc_leaf_free(x);
     gc_leaf_free(w);
@@ -163,13 +167,16 @@ static void test_conv(void) {
         /* CvT's key/value projection: stride 2, no bias, on odd and tiny token grids */
         {"depthwise 3x3 s2 p1 no bias, 7x7 grid (CvT k/v)", 2, 6, 7, 7, 6, 3, 2, 1, 6, 0},
         {"depthwise 3x3 s2 p1 no bias, 2x2 grid -> 1x1", 3, 4, 2, 2, 4, 3, 2, 1, 4, 0},
+        /* enough channels for the channels-innermost kernel to be chosen (and a vector tail) */
+        {"depthwise 3x3 s1 p1, 11 channels on 4x4 (LPI on a small grid)", 2, 11, 4, 4, 11, 3, 1, 1, 11, 1},
+        {"depthwise 3x3 s2 p1, 12 channels on 9x7", 2, 12, 9, 7, 12, 3, 2, 1, 12, 0},
     };
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
-        sf_conv2d_set_direct(1);
-        conv_check(&dw[i], "direct");
-        sf_conv2d_set_direct(0);
-        conv_check(&dw[i], "im2col");
-        sf_conv2d_set_direct(1);
+        for (int path = 0; path < 3; path++) {
+            sf_conv2d_set_path(conv_paths[path]);
+            conv_check(&dw[i], conv_path_names[path]);
+        }
+        sf_conv2d_set_path(SF_CONV_AUTO);
         conv_paths_agree(&dw[i]);
     }
     /* Grids large enough that a channel's batch is split into work items (3 + 2 and 4 + 1
@@ -178,6 +185,8 @@ static void test_conv(void) {
     static const conv_case big[] = {
         {"depthwise 3x3 s1 p1 68x68, batch items 3 + 2", 5, 2, 68, 68, 2, 3, 1, 1, 2, 1},
         {"V-conv 9x9 p4 56x56 one channel, batch items 4 + 1", 5, 1, 56, 56, 1, 9, 1, 4, 1, 0},
+        {"depthwise 3x3 s2 p1 40 channels on 28x28 (CvT k/v)", 3, 40, 28, 28, 40, 3, 2, 1, 40, 0},
+        {"depthwise 3x3 s1 p1 96 channels on 4x4, batch 32 (Fashion-MNIST LPI)", 32, 96, 4, 4, 96, 3, 1, 1, 96, 1},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) conv_paths_agree(&big[i]);
 }

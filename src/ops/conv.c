@@ -1,10 +1,12 @@
 /* conv.c — 2-D convolution (im2col + one GEMM per batch element and group, col2im in the
  * backward) and average pooling. Derivations: docs/math/soft_conv_norm.md#convolution.
  *
- * A direct kernel handles the depthwise case (groups == C_in == C_out: LPI's 3×3 and SOFT's
- * V-conv), where im2col would feed GEMMs with one output row: with stride 1 over each
- * channel's stacked, padded planes (dw_span_*), otherwise row by row (dw_plane_forward). The
- * im2col path stays the reference and the tests compare the two (sf_conv2d_set_direct).
+ * Direct kernels handle the depthwise case (groups == C_in == C_out: LPI's 3×3, SOFT's V-conv,
+ * CvT's projections), where im2col would feed GEMMs with one output row: per channel plane
+ * (with stride 1 over each channel's stacked, padded planes, dw_span_*, otherwise row by row,
+ * dw_plane_forward), or with the channels innermost (dwl_*), chosen by shape
+ * (conv_kernel_of). The im2col path stays the reference and the tests compare all three
+ * (sf_conv2d_set_path).
  *
  * Deliberately not here: dilation, asymmetric stride/padding, padding modes other than zeros,
  * padded or ceil-mode pooling (no model needs them).
@@ -16,9 +18,12 @@
 
 #include <string.h>
 
-static int conv_direct_enabled = 1;
+/* The kernels; a node records the one its forward used, and the backward takes the same. */
+enum { CONV_IM2COL, CONV_PLANES, CONV_CHANNELS_LAST };
 
-void sf_conv2d_set_direct(int enabled) { conv_direct_enabled = enabled; }
+static sf_conv_path conv_path = SF_CONV_AUTO;
+
+void sf_conv2d_set_path(sf_conv_path p) { conv_path = p; }
 
 /* Geometry shared by forward and backward (derived from the shapes plus iarg). */
 typedef struct conv_geom {
@@ -250,6 +255,164 @@ static void dw_span_backward(float *restrict dx, float *restrict dw, float *rest
         }
 }
 
+/* Depthwise convolution with the channels innermost ("channels-last"), for any stride and
+ * padding: x and G are transposed to (B, H, W, C), and every (pixel, tap) pair is one
+ * multiply-add over the C channels, contiguous and aligned with the (kh, kw, C) transposed
+ * weights. Taps in the padding are skipped, not computed on zeros. The per-channel planes
+ * above vectorize along a padded row or a stack of them and pay for the padding and the
+ * stacking; with many channels on a small grid (LPI: 96–384 channels on 4×4 to 28×28; CvT's
+ * projections) the channels are the long, regular dimension. */
+
+/* y (n, m) (+)= x (m, n) transposed, 8 x 8 blocks at a time through a local block, so that
+ * both sides move whole rows of 8 (a plain loop strides one side by a whole row per element,
+ * and -O3 turns it into gathers). Measured on Zen 3 at -O2 and -O3 alike: 11–15 GB/s on the
+ * depthwise convs' shapes (64–384 channels, 16–3136 pixels), against 4.5–23 for a plain loop
+ * depending on the shape, the loop order and the flags. */
+static void transpose(float *restrict y, const float *restrict x, int m, int n, int add) {
+    for (int i0 = 0; i0 < m; i0 += 8)
+        for (int j0 = 0; j0 < n; j0 += 8) {
+            if (i0 + 8 <= m && j0 + 8 <= n) {
+                float t[8][8];
+                for (int i = 0; i < 8; i++)
+                    for (int j = 0; j < 8; j++) t[j][i] = x[(size_t)(i0 + i) * n + j0 + j];
+                for (int j = 0; j < 8; j++) {
+                    float *yr = y + (size_t)(j0 + j) * m + i0;
+                    if (add)
+                        for (int i = 0; i < 8; i++) yr[i] += t[j][i];
+                    else
+                        for (int i = 0; i < 8; i++) yr[i] = t[j][i];
+                }
+                continue;
+            }
+            const int i1 = i0 + 8 < m ? i0 + 8 : m, j1 = j0 + 8 < n ? j0 + 8 : n;
+            for (int i = i0; i < i1; i++)
+                for (int j = j0; j < j1; j++) {
+                    float *yv = y + (size_t)j * m + i;
+                    *yv = add ? *yv + x[(size_t)i * n + j] : x[(size_t)i * n + j];
+                }
+        }
+}
+
+/* y (B, P, C) = x (B, C, P), image by image; P pixels per plane. */
+static void to_channels_last(float *restrict y, const float *restrict x, int B, int C, int P) {
+#pragma omp parallel for if ((size_t)B * C * P > CONV_OMP_MIN && !omp_in_parallel())
+    for (int b = 0; b < B; b++) transpose(y + (size_t)b * C * P, x + (size_t)b * C * P, C, P, 0);
+}
+
+/* y (B, C, P) (+)= x (B, P, C); add: accumulate into y. */
+static void from_channels_last(float *restrict y, const float *restrict x, int B, int C, int P, int add) {
+#pragma omp parallel for if ((size_t)B * C * P > CONV_OMP_MIN && !omp_in_parallel())
+    for (int b = 0; b < B; b++) transpose(y + (size_t)b * C * P, x + (size_t)b * C * P, P, C, add);
+}
+
+/* wt (kh·kw, C) = w (C, 1, kh, kw) transposed. */
+static void dw_weights_last(float *restrict wt, const float *restrict w, int C, int k2) {
+    for (int ch = 0; ch < C; ch++)
+        for (int t = 0; t < k2; t++) wt[(size_t)t * C + ch] = w[(size_t)ch * k2 + t];
+}
+
+static inline void chan_axpy(float *restrict d, const float *restrict s, const float *restrict w, int C) {
+#pragma omp simd
+    for (int ch = 0; ch < C; ch++) d[ch] += w[ch] * s[ch];
+}
+
+/* Input row (or column) of output index o through tap k, or -1 in the padding. */
+static inline int dw_tap_in(int o, int k, int s, int p, int n) {
+    const int i = o * s - p + k;
+    return i >= 0 && i < n ? i : -1;
+}
+
+/* Output index that reads input index i through tap k, or -1 (between strides or outside). */
+static inline int dw_tap_out(int i, int k, int s, int p, int n_out) {
+    const int t = i + p - k;
+    if (t < 0 || t % s) return -1;
+    return t / s < n_out ? t / s : -1;
+}
+
+/* Every (output pixel, tap) pair of output row oi of image b that reads inside the image, as
+ * one multiply-add over the channels with the input pixel it reads, xt[b, ii, jj, :]. The
+ * forward and dW visit the same pairs; they differ in what the destination is indexed by:
+ *   forward  y_row[oj, :] += w[tap, :] ⊙ x      (dst = y's row, by = wt)
+ *   dW       dw[tap, :]   += G[b, oi, oj, :] ⊙ x (dst = the row's dW sum, by = G's row)  */
+static void dwl_row(float *restrict dst, const float *restrict by, int dst_by_tap,
+                    const float *restrict xt, int b, int oi, const conv_geom *c) {
+    const int C = c->Cin;
+    for (int ki = 0; ki < c->kh; ki++) {
+        const int ii = dw_tap_in(oi, ki, c->stride, c->pad, c->H);
+        if (ii < 0) continue;
+        const float *xr = xt + ((size_t)b * c->H + ii) * c->W * C;
+        for (int oj = 0; oj < c->Wo; oj++)
+            for (int kj = 0; kj < c->kw; kj++) {
+                const int jj = dw_tap_in(oj, kj, c->stride, c->pad, c->W);
+                if (jj < 0) continue;
+                const size_t tap = (size_t)(ki * c->kw + kj) * C, pix = (size_t)oj * C;
+                if (dst_by_tap)
+                    chan_axpy(dst + tap, xr + (size_t)jj * C, by + pix, C);
+                else
+                    chan_axpy(dst + pix, xr + (size_t)jj * C, by + tap, C);
+            }
+    }
+}
+
+/* yt (B, Ho, Wo, C) = Σ_taps wt[tap] ⊙ xt shifted; one output row per item. */
+static void dwl_forward(float *restrict yt, const float *restrict xt, const float *restrict wt,
+                        const conv_geom *c) {
+    const int C = c->Cin;
+#pragma omp parallel for schedule(static) if ((size_t)c->B * c->Ho * c->Wo * C * c->kh * c->kw > 32768)
+    for (int row = 0; row < c->B * c->Ho; row++) {
+        float *yr = yt + (size_t)row * c->Wo * C;
+        memset(yr, 0, (size_t)c->Wo * C * sizeof(float));
+        dwl_row(yr, wt, 0, xt, row / c->Ho, row % c->Ho, c);
+    }
+}
+
+/* The adjoint: dxt (B, H, W, C) = Σ_taps wt[tap] ⊙ Gt at the output pixel that read it
+ * (gathered per input pixel, so rows are independent), and dw_sum[tap] (kh·kw, C) +=
+ * Σ_pixels Gt ⊙ xt shifted from image b_from on (0; the last image when testing a broken
+ * backward). A thread sums each output row in float into dw_row and adds the row to its own
+ * double total in dw_sum: one float sum over a whole grid would lose digits (a 56×56 grid of
+ * 8 images is 25 k terms per weight). dw_row holds kh·kw·C floats, dw_sum kh·kw·C doubles,
+ * per thread slot. */
+static void dwl_backward(float *restrict dxt, float *restrict dw_row, double *restrict dw_sum,
+                         const float *restrict gt, const float *restrict xt,
+                         const float *restrict wt, int b_from, const conv_geom *c) {
+    const int C = c->Cin, k2 = c->kh * c->kw;
+#pragma omp parallel if ((size_t)c->B * c->H * c->W * C * k2 > 32768)
+    {
+        if (dxt) {
+#pragma omp for schedule(static)
+            for (int row = 0; row < c->B * c->H; row++) {
+                const int b = row / c->H, ii = row % c->H;
+                float *dr = dxt + (size_t)row * c->W * C;
+                memset(dr, 0, (size_t)c->W * C * sizeof(float));
+                for (int ki = 0; ki < c->kh; ki++) {
+                    const int oi = dw_tap_out(ii, ki, c->stride, c->pad, c->Ho);
+                    if (oi < 0) continue;
+                    const float *gr = gt + ((size_t)b * c->Ho + oi) * c->Wo * C;
+                    for (int jj = 0; jj < c->W; jj++)
+                        for (int kj = 0; kj < c->kw; kj++) {
+                            const int oj = dw_tap_out(jj, kj, c->stride, c->pad, c->Wo);
+                            if (oj >= 0)
+                                chan_axpy(dr + (size_t)jj * C, gr + (size_t)oj * C, wt + (size_t)(ki * c->kw + kj) * C, C);
+                        }
+                }
+            }
+        }
+        if (dw_sum) {
+            const size_t n = (size_t)k2 * C;
+            float *part = dw_row + (size_t)sf_thread_slot() * n;
+            double *sum = dw_sum + (size_t)sf_thread_slot() * n;
+#pragma omp for schedule(static)
+            for (int row = b_from * c->Ho; row < c->B * c->Ho; row++) {
+                memset(part, 0, n * sizeof(float));
+                dwl_row(part, gt + (size_t)row * c->Wo * C, 1, xt, row / c->Ho, row % c->Ho, c);
+#pragma omp simd
+                for (size_t i = 0; i < n; i++) sum[i] += part[i];
+            }
+        }
+    }
+}
+
 /* The im2col path shares the images out over the threads: one image per thread at a time, each
  * with its own column buffers and its own dW sum. Measured on 2 threads against splitting each
  * image's products: faster for every convolution of the models (SOFT's 3×3 stem and
@@ -262,6 +425,19 @@ static void dw_span_backward(float *restrict dx, float *restrict dw, float *rest
 static int conv_image_parallel(const conv_geom *c, int K) {
     const size_t per_thread = (size_t)2 * K * c->Ho * c->Wo * sizeof(float);  // cols, dcols
     return c->B > 1 && (size_t)sf_thread_slots() * per_thread <= CONV_IMAGE_PAR_BYTES;
+}
+
+static int conv_kernel_of(const conv_geom *c) {
+    const int depthwise = c->groups == c->Cin && c->groups == c->Cout;
+    if (!depthwise || conv_path == SF_CONV_IM2COL) return CONV_IM2COL;
+    if (conv_path == SF_CONV_PLANES) return CONV_PLANES;
+    if (conv_path == SF_CONV_CHANNELS_LAST) return CONV_CHANNELS_LAST;
+    /* Measured on Zen 3, 2 threads (docs/performance.md, "Depthwise convolutions"): the
+     * channels win with a stride (the planes' strided kernel goes row by row) and on small
+     * grids (4×4 padded to 6×6 is 2.25× the work); the planes win with few channels and on
+     * larger stride-1 grids, where the two transposes cost more than the padding. */
+    const int channels_win = c->Cin >= 8 && (c->stride > 1 || c->Ho * c->Wo <= 64);
+    return channels_win ? CONV_CHANNELS_LAST : CONV_PLANES;
 }
 
 sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
@@ -277,10 +453,23 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
     SF_ASSERT(c.Ho >= 1 && c.Wo >= 1, "conv2d: kernel larger than the padded input %s",
               sf_shape_str(x, bx, sizeof bx));
     const int HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
-    const int direct = conv_direct_enabled && groups == c.Cin && groups == c.Cout;
+    const int kernel = conv_kernel_of(&c);
     sf_tensor *out = sf_tensor_new4(g, c.B, c.Cout, c.Ho, c.Wo);  // (B, Cout, Ho, Wo)
 
-    if (direct && stride == 1) {
+    if (kernel == CONV_CHANNELS_LAST) {
+        const int C = c.Cin, k2 = c.kh * c.kw;
+        const size_t nx = (size_t)c.B * c.H * c.W * C, ny = (size_t)c.B * HoWo * C;
+        float *xt = sf_arena_alloc(g->arena, nx * sizeof(float));      // (B, H, W, C)
+        float *yt = sf_arena_alloc(g->arena, ny * sizeof(float));      // (B, Ho, Wo, C)
+        float *wt = sf_arena_alloc(g->arena, (size_t)k2 * C * sizeof(float));  // (kh·kw, C)
+        to_channels_last(xt, x->data, c.B, C, c.H * c.W);
+        dw_weights_last(wt, w->data, C, k2);
+        dwl_forward(yt, xt, wt, &c);
+        from_channels_last(out->data, yt, c.B, C, HoWo, 0);
+        sf_arena_release(g->arena, wt, (size_t)k2 * C * sizeof(float));
+        sf_arena_release(g->arena, yt, ny * sizeof(float));
+        sf_arena_release(g->arena, xt, nx * sizeof(float));
+    } else if (kernel == CONV_PLANES && stride == 1) {
         const dw_span d = dw_span_of(&c);
         const size_t stack = (size_t)d.chunk * d.plane;  // xp (chunk·Hp, Wp); yw fits in the same size
         float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
@@ -295,7 +484,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
                 dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, b0, n, &c, &d);
             }
         }
-    } else if (direct) {
+    } else if (kernel == CONV_PLANES) {
 #pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         for (int p = 0; p < c.B * c.Cout; p++)
             dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
@@ -336,7 +525,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
         node->iarg[0] = stride;
         node->iarg[1] = pad;
         node->iarg[2] = groups;
-        node->iarg[3] = direct;  // the backward takes the same path as the forward
+        node->iarg[3] = kernel;  // the backward takes the same path as the forward
     }
     return out;
 }
@@ -348,7 +537,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
 void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
     const conv_geom c = conv_geom_of(x, w, node->iarg[0], node->iarg[1], node->iarg[2]);
-    const int direct = node->iarg[3], HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
+    const int kernel = node->iarg[3], HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
     const float *G = node->out->grad;  // (B, Cout, Ho, Wo)
     /* teeth: dW from the last batch element only (a lost accumulation over the batch) */
     const int broken = sf_break_backward("conv2d");
@@ -363,7 +552,38 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                 db[co] += row_sum(G + ((size_t)bi * c.Cout + co) * HoWo, HoWo);
     }
 
-    if (direct && c.stride == 1) {
+    if (kernel == CONV_CHANNELS_LAST) {
+        const int C = c.Cin, k2 = c.kh * c.kw, slots = sf_thread_slots();
+        const size_t nx = (size_t)c.B * c.H * c.W * C, ng = (size_t)c.B * HoWo * C, nw = (size_t)k2 * C;
+        float *xt = dw ? sf_arena_alloc(g->arena, nx * sizeof(float)) : NULL;    // (B, H, W, C)
+        float *dxt = dx ? sf_arena_alloc(g->arena, nx * sizeof(float)) : NULL;   // (B, H, W, C)
+        float *gt = sf_arena_alloc(g->arena, ng * sizeof(float));                 // (B, Ho, Wo, C)
+        float *wt = sf_arena_alloc(g->arena, nw * sizeof(float));                 // (kh·kw, C)
+        float *dw_row = dw ? sf_arena_alloc(g->arena, slots * nw * sizeof(float)) : NULL;
+        double *dw_sum = dw ? sf_arena_calloc(g->arena, slots * nw * sizeof(double)) : NULL;
+        if (xt) to_channels_last(xt, x->data, c.B, C, c.H * c.W);
+        to_channels_last(gt, G, c.B, C, HoWo);
+        dw_weights_last(wt, w->data, C, k2);
+        dwl_backward(dxt, dw_row, dw_sum, gt, xt, wt, broken ? c.B - 1 : 0, &c);
+        if (dx) from_channels_last(dx, dxt, c.B, C, c.H * c.W, 1);
+        if (dw)
+            for (int ch = 0; ch < C; ch++)
+                for (int tap = 0; tap < k2; tap++) {
+                    double acc = 0;
+                    for (int t = 0; t < slots; t++) acc += dw_sum[(size_t)t * nw + (size_t)tap * C + ch];
+                    dw[(size_t)ch * k2 + tap] += (float)acc;
+                }
+        if (dw) {
+            sf_arena_release(g->arena, dw_sum, slots * nw * sizeof(double));
+            sf_arena_release(g->arena, dw_row, slots * nw * sizeof(float));
+        }
+        sf_arena_release(g->arena, wt, nw * sizeof(float));
+        sf_arena_release(g->arena, gt, ng * sizeof(float));
+        if (dxt) sf_arena_release(g->arena, dxt, nx * sizeof(float));
+        if (xt) sf_arena_release(g->arena, xt, nx * sizeof(float));
+        return;
+    }
+    if (kernel == CONV_PLANES && c.stride == 1) {
         /* Items as in the forward. An item owns its dx planes; its dw sums go to its thread's
          * own (Cout, k2) copy, added up after the loop (the broken variant keeps only the
          * last image's). */
@@ -393,7 +613,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                 for (int i = 0; i < c.Cout * k2; i++) dw[i] += dw_part[(size_t)t * c.Cout * k2 + i];
         return;
     }
-    if (direct) {
+    if (kernel == CONV_PLANES) {
         const int k2 = c.kh * c.kw;
         if (dx) {
             /* dx[ii, jj] += w[ki, kj]·G[oi, oj] over the taps that read (ii, jj) */

@@ -11,8 +11,8 @@
  *
  * Backends (SFVIT_GEMM): auto (the default) and openblas use OpenBLAS as above; onednn sends
  * every fp32 product to oneDNN's f32 matmul (src/ops/gemm_dnnl.c). auto keeps OpenBLAS for
- * every shape: measured per shape class of the project's models, oneDNN's f32 matmul does
- * not win clearly on AVX2 (docs/performance.md#onednn). Products that follow train.precision
+ * every shape: on AVX2 oneDNN's f32 matmul wins small products in a loop but loses whole
+ * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). Products that follow train.precision
  * go through sf_gemm_prec (src/ops/bf16.c) and end here in fp32 or in oneDNN in bf16.
  *
  * Deliberately not here: our own GEMM kernels (OpenBLAS's are faster), batching of small

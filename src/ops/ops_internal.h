@@ -53,9 +53,12 @@ SF_OPS(SF_DECL_BACKWARD)
  * can watch its gradient check fail. */
 int sf_break_backward(const char *op_name);
 
-/* conv.c: 1 (default) sends depthwise convs (groups == C_in == C_out) to the direct kernel,
- * 0 forces the im2col reference path; the tests compare the two. Process-wide setting. */
-void sf_conv2d_set_direct(int enabled);
+/* conv.c: which kernel runs depthwise convs (groups == C_in == C_out). AUTO (default) picks a
+ * direct kernel by shape; the others force one: IM2COL the reference path, PLANES the
+ * per-channel planes, CHANNELS_LAST the channels-innermost kernel. The tests compare them.
+ * Process-wide setting. */
+typedef enum { SF_CONV_AUTO, SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST } sf_conv_path;
+void sf_conv2d_set_path(sf_conv_path p);
 
 /* ---- vectorizable float math for the element-wise kernels ----
  * Plain arithmetic (no libm calls, no branches after if-conversion), so loops that call these
