@@ -300,7 +300,8 @@ static void to_channels_last(float *restrict y, const float *restrict x, int B, 
 }
 
 /* y (B, C, P) (+)= x (B, P, C); add: accumulate into y. */
-static void from_channels_last(float *restrict y, const float *restrict x, int B, int C, int P, int add) {
+static void from_channels_last(float *restrict y, const float *restrict x, int B, int C, int P,
+                               int add) {
 #pragma omp parallel for if ((size_t)B * C * P > CONV_OMP_MIN && !omp_in_parallel())
     for (int b = 0; b < B; b++) transpose(y + (size_t)b * C * P, x + (size_t)b * C * P, P, C, add);
 }
@@ -311,7 +312,8 @@ static void dw_weights_last(float *restrict wt, const float *restrict w, int C, 
         for (int t = 0; t < k2; t++) wt[(size_t)t * C + ch] = w[(size_t)ch * k2 + t];
 }
 
-static inline void chan_axpy(float *restrict d, const float *restrict s, const float *restrict w, int C) {
+static inline void chan_axpy(float *restrict d, const float *restrict s, const float *restrict w,
+                             int C) {
 #pragma omp simd
     for (int ch = 0; ch < C; ch++) d[ch] += w[ch] * s[ch];
 }
@@ -393,7 +395,8 @@ static void dwl_backward(float *restrict dxt, float *restrict dw_row, double *re
                         for (int kj = 0; kj < c->kw; kj++) {
                             const int oj = dw_tap_out(jj, kj, c->stride, c->pad, c->Wo);
                             if (oj >= 0)
-                                chan_axpy(dr + (size_t)jj * C, gr + (size_t)oj * C, wt + (size_t)(ki * c->kw + kj) * C, C);
+                                chan_axpy(dr + (size_t)jj * C, gr + (size_t)oj * C,
+                                          wt + (size_t)(ki * c->kw + kj) * C, C);
                         }
                 }
             }

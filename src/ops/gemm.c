@@ -12,8 +12,9 @@
  * Backends (SFVIT_GEMM): auto (the default) and openblas use OpenBLAS as above; onednn sends
  * every fp32 product to oneDNN's f32 matmul (src/ops/gemm_dnnl.c). auto keeps OpenBLAS for
  * every shape: on AVX2 oneDNN's f32 matmul wins small products in a loop but loses whole
- * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). Products that follow train.precision
- * go through sf_gemm_prec (src/ops/bf16.c) and end here in fp32 or in oneDNN in bf16.
+ * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). Products that follow
+ * train.precision go through sf_gemm_prec (src/ops/bf16.c) and end here in fp32 or in oneDNN
+ * in bf16.
  *
  * Deliberately not here: our own GEMM kernels (OpenBLAS's are faster), batching of small
  * per-head products (attention.c spreads those over threads itself).
