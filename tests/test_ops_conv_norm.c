@@ -191,6 +191,41 @@ static void test_conv(void) {
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) conv_paths_agree(&big[i]);
 }
 
+/* The automatic choice between the depthwise kernels (docs/performance.md has the timings
+ * behind it): channels innermost on a grid of at most 64 outputs, given 8 channels or more;
+ * the per-channel planes otherwise; im2col for what is not depthwise. */
+static void test_conv_path_choice(void) {
+    static const struct {
+        int B, C, H, stride, groups;
+        sf_conv_path want;
+        const char *what;
+    } cases[] = {
+        {32, 96, 4, 1, 96, SF_CONV_CHANNELS_LAST, "Fashion-MNIST LPI, 4x4"},
+        {8, 384, 14, 2, 384, SF_CONV_CHANNELS_LAST, "CvT k/v, stride 2 to 7x7"},
+        {8, 192, 28, 2, 192, SF_CONV_PLANES, "CvT k/v, stride 2 to 14x14"},
+        {8, 384, 14, 1, 384, SF_CONV_PLANES, "XCiT-S12 LPI, 14x14 stride 1"},
+        {8, 64, 8, 1, 64, SF_CONV_CHANNELS_LAST, "8x8 stride 1 (64 outputs)"},
+        {8, 64, 9, 1, 64, SF_CONV_PLANES, "9x9 stride 1 (81 outputs)"},
+        {64, 4, 4, 1, 4, SF_CONV_PLANES, "4 channels on 4x4"},
+        {2, 96, 4, 1, 1, SF_CONV_IM2COL, "not depthwise"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sf_tensor *x = gc_leaf(4, (int[]){cases[i].B, cases[i].C, cases[i].H, cases[i].H}, 0);
+        sf_tensor *w = gc_leaf(4, (int[]){cases[i].C, cases[i].C / cases[i].groups, 3, 3}, 0);
+        sf_conv2d_set_path(SF_CONV_AUTO);
+        const sf_conv_path got = sf_conv2d_path_of(x, w, cases[i].stride, 1, cases[i].groups);
+        CHECK(got == cases[i].want, "conv kernel choice, %s: got %d, want %d", cases[i].what, (int)got,
+              (int)cases[i].want);
+        sf_conv2d_set_path(SF_CONV_PLANES);
+        CHECK(sf_conv2d_path_of(x, w, cases[i].stride, 1, cases[i].groups) ==
+                  (cases[i].groups == cases[i].C ? SF_CONV_PLANES : SF_CONV_IM2COL),
+              "conv kernel forced, %s", cases[i].what);
+        sf_conv2d_set_path(SF_CONV_AUTO);
+        gc_leaf_free(x);
+        gc_leaf_free(w);
+    }
+}
+
 /* ---- avgpool ---- */
 typedef struct pool_args {
     int k, stride;
@@ -416,6 +451,7 @@ static void test_batchnorm(void) {
 int main(void) {
     sf_threads_init(0);
     test_conv();
+    test_conv_path_choice();
     test_avgpool();
     test_layernorm();
     test_batchnorm();

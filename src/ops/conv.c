@@ -435,12 +435,22 @@ static int conv_kernel_of(const conv_geom *c) {
     if (!depthwise || conv_path == SF_CONV_IM2COL) return CONV_IM2COL;
     if (conv_path == SF_CONV_PLANES) return CONV_PLANES;
     if (conv_path == SF_CONV_CHANNELS_LAST) return CONV_CHANNELS_LAST;
-    /* Measured on Zen 3, 2 threads (docs/performance.md, "Depthwise convolutions"): the
-     * channels win with a stride (the planes' strided kernel goes row by row) and on small
-     * grids (4×4 padded to 6×6 is 2.25× the work); the planes win with few channels and on
-     * larger stride-1 grids, where the two transposes cost more than the padding. */
-    const int channels_win = c->Cin >= 8 && (c->stride > 1 || c->Ho * c->Wo <= 64);
+    /* Measured on Zen 3, 2 threads (build/bench/conv; docs/performance.md, "Depthwise
+     * convolution with the channels innermost"): the channels win on small output grids (4×4
+     * padded to 6×6 is 2.25× the work for the planes, and CvT's stride-2 14×14 → 7×7 goes row
+     * by row there); on larger grids, stride 1 or 2, the transposes cost as much as they save
+     * or more, and with few channels there is no vector to fill. */
+    const int channels_win = c->Cin >= 8 && c->Ho * c->Wo <= 64;
     return channels_win ? CONV_CHANNELS_LAST : CONV_PLANES;
+}
+
+sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad,
+                               int groups) {
+    const conv_geom c = conv_geom_of(x, w, stride, pad, groups);
+    const int k = conv_kernel_of(&c);
+    return k == CONV_CHANNELS_LAST ? SF_CONV_CHANNELS_LAST
+           : k == CONV_PLANES      ? SF_CONV_PLANES
+                                   : SF_CONV_IM2COL;
 }
 
 sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,

@@ -59,6 +59,9 @@ int sf_break_backward(const char *op_name);
  * Process-wide setting. */
 typedef enum { SF_CONV_AUTO, SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST } sf_conv_path;
 void sf_conv2d_set_path(sf_conv_path p);
+/* The kernel sf_conv2d runs for these operands under the current setting (bench/conv). */
+sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad,
+                               int groups);
 
 /* ---- vectorizable float math for the element-wise kernels ----
  * Plain arithmetic (no libm calls, no branches after if-conversion), so loops that call these

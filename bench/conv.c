@@ -1,0 +1,132 @@
+/* conv.c — the depthwise convolution kernels side by side on the models' shapes: per channel
+ * plane, channels innermost, and im2col (the reference), forward and backward in
+ * milliseconds, and the kernel conv2d picks by itself (sf_conv2d_set_path, src/ops/conv.c).
+ *
+ *   SFVIT_THREADS=2 build/bench/conv [ROUNDS] [FILTER]
+ *
+ * Each round times every kernel on a shape one after the other (the median of 15 calls after
+ * 5 warm-up calls), so a machine whose speed drifts moves all kernels of a round alike; the
+ * table shows the median over ROUNDS (default 3). FILTER keeps the shapes whose name contains
+ * it. docs/performance.md has the numbers that set conv2d's choice. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_internal.h" /* sf_conv2d_set_path */
+
+typedef struct dw_shape {
+    const char *name;
+    int B, C, H, stride; /* square grid H x H, 3x3 kernel, padding 1 */
+} dw_shape;
+
+static const dw_shape shapes[] = {
+    {"Fashion-MNIST LPI", 32, 96, 4, 1},    {"XCiT-S12 LPI", 8, 384, 14, 1},
+    {"CvT-13 q, stage 1", 8, 64, 56, 1},    {"CvT-13 k/v, stage 1", 8, 64, 56, 2},
+    {"CvT-13 q, stage 2", 8, 192, 28, 1},   {"CvT-13 k/v, stage 2", 8, 192, 28, 2},
+    {"CvT-13 q, stage 3", 8, 384, 14, 1},   {"CvT-13 k/v, stage 3", 8, 384, 14, 2},
+    {"one channel, 64 images", 64, 1, 28, 1},
+};
+
+static const sf_conv_path kernels[] = {SF_CONV_PLANES, SF_CONV_CHANNELS_LAST, SF_CONV_IM2COL};
+static const char *const kernel_names[] = {"planes", "channels", "im2col"};
+#define N_KERNELS 3
+#define CALLS 15
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static sf_tensor *leaf(int ndim, const int *shape, sf_rng *r) {
+    sf_tensor *t = sf_calloc(1, sizeof *t);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
+    for (int i = 0; i < ndim; i++) t->numel *= (size_t)shape[i];
+    t->data = sf_aligned_alloc(t->numel * sizeof(float));
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = 0.1f * sf_rng_normal(r);
+    t->requires_grad = 1;
+    return t;
+}
+
+static void leaf_free(sf_tensor *t) {
+    free(t->data);
+    free(t);
+}
+
+/* Median forward and backward ms of CALLS calls of one kernel (after 5 warm-up calls). */
+static void time_kernel(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, const float *seed,
+                        int stride, double *fwd, double *bwd) {
+    double tf[CALLS], tb[CALLS];
+    for (int i = -5; i < CALLS; i++) {
+        x->grad = w->grad = b->grad = NULL; /* gradients live in the arena */
+        double t0 = sf_now();
+        sf_tensor *y = sf_conv2d(g, x, w, b, stride, 1, x->shape[1]);
+        double t1 = sf_now();
+        sf_backward_seeded(g, y, seed);
+        double t2 = sf_now();
+        sf_ctx_reset(g);
+        if (i >= 0) tf[i] = (t1 - t0) * 1e3, tb[i] = (t2 - t1) * 1e3;
+    }
+    qsort(tf, CALLS, sizeof *tf, cmp_double);
+    qsort(tb, CALLS, sizeof *tb, cmp_double);
+    *fwd = tf[CALLS / 2];
+    *bwd = tb[CALLS / 2];
+}
+
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 3;
+    const char *filter = argc > 2 ? argv[2] : NULL;
+    if (rounds < 1) rounds = 3;
+    int threads = sf_threads_init(0);
+    printf("threads %d, rounds %d; forward + backward ms, the median over rounds of the median of %d "
+           "calls\n", threads, rounds, CALLS);
+    printf("%-24s %-18s %16s %16s %16s  %s\n", "shape", "(B, C, grid, s)", kernel_names[0],
+           kernel_names[1], kernel_names[2], "conv2d picks");
+    sf_rng r;
+    sf_rng_seed(&r, 1);
+    sf_ctx g;
+    sf_ctx_init(&g, (size_t)64 << 20);
+    g.grad_enabled = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const dw_shape *sh = &shapes[s];
+        if (filter && !strstr(sh->name, filter)) continue;
+        sf_tensor *x = leaf(4, (int[]){sh->B, sh->C, sh->H, sh->H}, &r);
+        sf_tensor *w = leaf(4, (int[]){sh->C, 1, 3, 3}, &r);
+        sf_tensor *b = leaf(1, (int[]){sh->C}, &r);
+        const int Ho = (sh->H + 2 - 3) / sh->stride + 1;
+        const size_t ny = (size_t)sh->B * sh->C * Ho * Ho;
+        float *seed = sf_aligned_alloc(ny * sizeof(float));
+        for (size_t i = 0; i < ny; i++) seed[i] = sf_rng_normal(&r);
+        double *f = sf_calloc((size_t)N_KERNELS * rounds, sizeof *f);
+        double *bw = sf_calloc((size_t)N_KERNELS * rounds, sizeof *bw);
+        for (int rd = 0; rd < rounds; rd++)
+            for (int k = 0; k < N_KERNELS; k++) {
+                sf_conv2d_set_path(kernels[k]);
+                time_kernel(&g, x, w, b, seed, sh->stride, &f[k * rounds + rd], &bw[k * rounds + rd]);
+            }
+        sf_conv2d_set_path(SF_CONV_AUTO);
+        const sf_conv_path picked = sf_conv2d_path_of(x, w, sh->stride, 1, sh->C);
+        char geo[40], cell[N_KERNELS][40];
+        snprintf(geo, sizeof geo, "(%d, %d, %dx%d, %d)", sh->B, sh->C, sh->H, sh->H, sh->stride);
+        for (int k = 0; k < N_KERNELS; k++) {
+            qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
+            qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
+            snprintf(cell[k], sizeof cell[k], "%.2f + %.2f", f[k * rounds + rounds / 2],
+                     bw[k * rounds + rounds / 2]);
+        }
+        const char *pick = picked == SF_CONV_PLANES           ? "planes"
+                           : picked == SF_CONV_CHANNELS_LAST ? "channels"
+                                                             : "im2col";
+        printf("%-24s %-18s %16s %16s %16s  %s\n", sh->name, geo, cell[0], cell[1], cell[2], pick);
+        fflush(stdout);
+        free(f);
+        free(bw);
+        free(seed);
+        leaf_free(x);
+        leaf_free(w);
+        leaf_free(b);
+    }
+    sf_ctx_free(&g);
+    return 0;
+}
