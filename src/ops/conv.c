@@ -18,9 +18,8 @@
 
 #include <string.h>
 
-/* The kernels; a node records the one its forward used, and the backward takes the same. */
-enum { CONV_IM2COL, CONV_PLANES, CONV_CHANNELS_LAST };
-
+/* The setting (SF_CONV_AUTO or a forced kernel). A node records the kernel its forward used
+ * (an sf_conv_path other than AUTO), and the backward takes the same. */
 static sf_conv_path conv_path = SF_CONV_AUTO;
 
 void sf_conv2d_set_path(sf_conv_path p) { conv_path = p; }
@@ -306,12 +305,6 @@ static void from_channels_last(float *restrict y, const float *restrict x, int B
     for (int b = 0; b < B; b++) transpose(y + (size_t)b * C * P, x + (size_t)b * C * P, P, C, add);
 }
 
-/* wt (kh·kw, C) = w (C, 1, kh, kw) transposed. */
-static void dw_weights_last(float *restrict wt, const float *restrict w, int C, int k2) {
-    for (int ch = 0; ch < C; ch++)
-        for (int t = 0; t < k2; t++) wt[(size_t)t * C + ch] = w[(size_t)ch * k2 + t];
-}
-
 static inline void chan_axpy(float *restrict d, const float *restrict s, const float *restrict w,
                              int C) {
 #pragma omp simd
@@ -430,27 +423,23 @@ static int conv_image_parallel(const conv_geom *c, int K) {
     return c->B > 1 && (size_t)sf_thread_slots() * per_thread <= CONV_IMAGE_PAR_BYTES;
 }
 
-static int conv_kernel_of(const conv_geom *c) {
+static sf_conv_path conv_kernel_of(const conv_geom *c) {
     const int depthwise = c->groups == c->Cin && c->groups == c->Cout;
-    if (!depthwise || conv_path == SF_CONV_IM2COL) return CONV_IM2COL;
-    if (conv_path == SF_CONV_PLANES) return CONV_PLANES;
-    if (conv_path == SF_CONV_CHANNELS_LAST) return CONV_CHANNELS_LAST;
+    if (!depthwise || conv_path == SF_CONV_IM2COL) return SF_CONV_IM2COL;
+    if (conv_path != SF_CONV_AUTO) return conv_path; /* a forced direct kernel */
     /* Measured on Zen 3, 2 threads (build/bench/conv; docs/performance.md, "Depthwise
      * convolution with the channels innermost"): the channels win on small output grids (4×4
      * padded to 6×6 is 2.25× the work for the planes, and CvT's stride-2 14×14 → 7×7 goes row
      * by row there); on larger grids, stride 1 or 2, the transposes cost as much as they save
      * or more, and with few channels there is no vector to fill. */
     const int channels_win = c->Cin >= 8 && c->Ho * c->Wo <= 64;
-    return channels_win ? CONV_CHANNELS_LAST : CONV_PLANES;
+    return channels_win ? SF_CONV_CHANNELS_LAST : SF_CONV_PLANES;
 }
 
 sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad,
                                int groups) {
     const conv_geom c = conv_geom_of(x, w, stride, pad, groups);
-    const int k = conv_kernel_of(&c);
-    return k == CONV_CHANNELS_LAST ? SF_CONV_CHANNELS_LAST
-           : k == CONV_PLANES      ? SF_CONV_PLANES
-                                   : SF_CONV_IM2COL;
+    return conv_kernel_of(&c);
 }
 
 sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
@@ -466,23 +455,23 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
     SF_ASSERT(c.Ho >= 1 && c.Wo >= 1, "conv2d: kernel larger than the padded input %s",
               sf_shape_str(x, bx, sizeof bx));
     const int HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
-    const int kernel = conv_kernel_of(&c);
+    const sf_conv_path kernel = conv_kernel_of(&c);
     sf_tensor *out = sf_tensor_new4(g, c.B, c.Cout, c.Ho, c.Wo);  // (B, Cout, Ho, Wo)
 
-    if (kernel == CONV_CHANNELS_LAST) {
+    if (kernel == SF_CONV_CHANNELS_LAST) {
         const int C = c.Cin, k2 = c.kh * c.kw;
         const size_t nx = (size_t)c.B * c.H * c.W * C, ny = (size_t)c.B * HoWo * C;
         float *xt = sf_arena_alloc(g->arena, nx * sizeof(float));      // (B, H, W, C)
         float *yt = sf_arena_alloc(g->arena, ny * sizeof(float));      // (B, Ho, Wo, C)
         float *wt = sf_arena_alloc(g->arena, (size_t)k2 * C * sizeof(float));  // (kh·kw, C)
         to_channels_last(xt, x->data, c.B, C, c.H * c.W);
-        dw_weights_last(wt, w->data, C, k2);
+        transpose(wt, w->data, C, k2, 0); /* (C, kh·kw) → (kh·kw, C) */
         dwl_forward(yt, xt, wt, &c);
         from_channels_last(out->data, yt, c.B, C, HoWo, 0);
         sf_arena_release(g->arena, wt, (size_t)k2 * C * sizeof(float));
         sf_arena_release(g->arena, yt, ny * sizeof(float));
         sf_arena_release(g->arena, xt, nx * sizeof(float));
-    } else if (kernel == CONV_PLANES && stride == 1) {
+    } else if (kernel == SF_CONV_PLANES && stride == 1) {
         const dw_span d = dw_span_of(&c);
         const size_t stack = (size_t)d.chunk * d.plane;  // xp (chunk·Hp, Wp); yw fits in the same size
         float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
@@ -497,7 +486,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
                 dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, b0, n, &c, &d);
             }
         }
-    } else if (kernel == CONV_PLANES) {
+    } else if (kernel == SF_CONV_PLANES) {
 #pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         for (int p = 0; p < c.B * c.Cout; p++)
             dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
@@ -538,7 +527,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
         node->iarg[0] = stride;
         node->iarg[1] = pad;
         node->iarg[2] = groups;
-        node->iarg[3] = kernel;  // the backward takes the same path as the forward
+        node->iarg[3] = (int)kernel;  // the backward takes the same path as the forward
     }
     return out;
 }
@@ -550,7 +539,8 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
 void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
     const conv_geom c = conv_geom_of(x, w, node->iarg[0], node->iarg[1], node->iarg[2]);
-    const int kernel = node->iarg[3], HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
+    const sf_conv_path kernel = (sf_conv_path)node->iarg[3];
+    const int HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
     const float *G = node->out->grad;  // (B, Cout, Ho, Wo)
     /* teeth: dW from the last batch element only (a lost accumulation over the batch) */
     const int broken = sf_break_backward("conv2d");
@@ -565,7 +555,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                 db[co] += row_sum(G + ((size_t)bi * c.Cout + co) * HoWo, HoWo);
     }
 
-    if (kernel == CONV_CHANNELS_LAST) {
+    if (kernel == SF_CONV_CHANNELS_LAST) {
         const int C = c.Cin, k2 = c.kh * c.kw, slots = sf_thread_slots();
         const size_t nx = (size_t)c.B * c.H * c.W * C, ng = (size_t)c.B * HoWo * C, nw = (size_t)k2 * C;
         float *xt = dw ? sf_arena_alloc(g->arena, nx * sizeof(float)) : NULL;    // (B, H, W, C)
@@ -576,7 +566,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         double *dw_sum = dw ? sf_arena_calloc(g->arena, slots * nw * sizeof(double)) : NULL;
         if (xt) to_channels_last(xt, x->data, c.B, C, c.H * c.W);
         to_channels_last(gt, G, c.B, C, HoWo);
-        dw_weights_last(wt, w->data, C, k2);
+        transpose(wt, w->data, C, k2, 0); /* (C, kh·kw) → (kh·kw, C) */
         dwl_backward(dxt, dw_row, dw_sum, gt, xt, wt, broken ? c.B - 1 : 0, &c);
         if (dx) from_channels_last(dx, dxt, c.B, C, c.H * c.W, 1);
         if (dw)
@@ -596,7 +586,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         if (xt) sf_arena_release(g->arena, xt, nx * sizeof(float));
         return;
     }
-    if (kernel == CONV_PLANES && c.stride == 1) {
+    if (kernel == SF_CONV_PLANES && c.stride == 1) {
         /* Items as in the forward. An item owns its dx planes; its dw sums go to its thread's
          * own (Cout, k2) copy, added up after the loop (the broken variant keeps only the
          * last image's). */
@@ -626,7 +616,7 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                 for (int i = 0; i < c.Cout * k2; i++) dw[i] += dw_part[(size_t)t * c.Cout * k2 + i];
         return;
     }
-    if (kernel == CONV_PLANES) {
+    if (kernel == SF_CONV_PLANES) {
         const int k2 = c.kh * c.kw;
         if (dx) {
             /* dx[ii, jj] += w[ki, kj]·G[oi, oj] over the taps that read (ii, jj) */
