@@ -17,18 +17,8 @@
 #include "sfvit/precision.h"
 
 double cli_proc_status_mib(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0.0;
-    char line[256];
-    double kib = 0.0;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') {
-            kib = atof(line + n + 1);
-            break;
-        }
-    fclose(f);
-    return kib / 1024.0;
+    const double bytes = sf_proc_value("/proc/self/status", field);
+    return bytes > 0 ? bytes / 1048576.0 : 0.0;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -83,6 +73,7 @@ static double bf16_gflops(int M, int N, int K) {
 typedef struct bench_result {
     double forward, backward, optimizer, inference;
     size_t arena_peak;  /* bytes of activations at a training step's peak */
+    double arena_estimate; /* the same as estimated before the first step (train/memory.c) */
     double train_rss;   /* MiB, process peak after the training steps */
     long prims_warmup, prims_total, dnnl_runs; /* oneDNN primitives created, products run */
 } bench_result;
@@ -95,6 +86,8 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     double *tf = sf_calloc((size_t)steps, sizeof(double)), *tb = sf_calloc((size_t)steps, sizeof(double));
     double *to = sf_calloc((size_t)steps, sizeof(double)), *ti = sf_calloc((size_t)steps, sizeof(double));
     sf_params_zero_grad(ps);
+    long prims_before, runs_before; /* the memory probe's, not counted */
+    sf_dnnl_stats(&prims_before, &runs_before);
     for (int s = -warmup; s < steps; s++) {
         if (s == 0) sf_dnnl_stats(&r->prims_warmup, NULL);
         g.training = 1;
@@ -119,6 +112,9 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = cli_proc_status_mib("VmHWM");
     sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
+    r->prims_warmup -= prims_before;
+    r->prims_total -= prims_before;
+    r->dnnl_runs -= runs_before;
     sf_bf16_weights_clear();
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
@@ -167,8 +163,9 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
            infer ? infer_gflops : 0.0);
     printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
            B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
-    printf("  activation arena peak %.1f MiB, parameters %.1f MiB (x4 with grads and moments)\n",
-           r->arena_peak / 1048576.0, param_floats * 4.0 / 1048576.0);
+    printf("  activation arena peak %.1f MiB (estimated before the first step: %.1f MiB), parameters %.1f MiB (x4 "
+           "with grads and moments)\n",
+           r->arena_peak / 1048576.0, r->arena_estimate / 1048576.0, param_floats * 4.0 / 1048576.0);
     if (r->dnnl_runs > 0)
         printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run)\n",
                r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
@@ -190,6 +187,34 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     printf("bf16_peak_gflops %.1f\n", bf16_peak);
     printf("precision %s\n", sf_precision_name(sf_precision_get()));
     printf("base_rss_mib %.1f\n", base_rss);
+}
+
+/* A training step of B images against what this process may use (train/memory.c): an error
+ * naming train.batch_size before any step, instead of the kernel's out-of-memory kill. */
+static int bench_check_memory(sf_model *m, sf_params *ps, const sf_model_cfg *mc, int B, double *arena_estimate) {
+    const char *source = NULL;
+    const double avail = sf_memory_available(&source);
+    if (avail == -2.0) return -1;
+    sf_memory_need step = {0};
+    sf_memory_probe(m, ps, mc, &step, NULL); /* also where nothing is checked: the report shows it */
+    *arena_estimate = sf_memory_at(&step, B);
+    const double image = (double)mc->in_chans * mc->img_size * mc->img_size * sizeof(float);
+    /* held now, the gradients and moments, the random batch */
+    const sf_memory_need run = {sf_memory_held() + 3.0 * ps->total * sizeof(float) + step.fixed,
+                                step.per_image + image};
+    const double need = sf_memory_at(&run, B);
+    if (avail < 0 || need <= avail) return 0;
+    char s1[32], s2[32];
+    sf_error("train.batch_size=%d: a training step on %d images needs about %s (%.2f MiB per image), and this "
+             "process may use %s (%s)",
+             B, B, sf_memory_str(need, s1), run.per_image / 1048576.0, sf_memory_str(avail, s2), source);
+    const int fit = sf_memory_fit(&run, avail);
+    if (fit > 0)
+        sf_hint("train.batch_size=%d fits (sfvit bench times one batch of train.batch_size images; bench/compare "
+                "uses 8)", fit);
+    else
+        sf_hint("not even one image fits: a smaller model or model.img_size");
+    return -1;
 }
 
 int sf_cmd_bench(int argc, char **argv) {
@@ -228,6 +253,12 @@ int sf_cmd_bench(int argc, char **argv) {
     sf_rng rng;
     sf_rng_seed(&rng, cfg.train.seed + 17);
     sf_model_init(m, &ps, &rng);
+    double arena_estimate = 0;
+    if (bench_check_memory(m, &ps, mc, B, &arena_estimate) != 0) {
+        sf_model_free(m);
+        sf_params_free(&ps);
+        return 1;
+    }
     /* one random batch, reused by every step */
     sf_tensor x = {.ndim = 4, .shape = {B, mc->in_chans, mc->img_size, mc->img_size}};
     x.numel = (size_t)B * mc->in_chans * mc->img_size * mc->img_size;
@@ -238,6 +269,7 @@ int sf_cmd_bench(int argc, char **argv) {
 
     bench_result r;
     bench_run(&cfg, m, &ps, &x, labels, warmup, steps, infer, &r);
+    r.arena_estimate = arena_estimate;
     bench_report(&cfg, &r, threads, infer, ps.total, base_rss);
     free(x.data);
     free(labels);

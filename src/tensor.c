@@ -211,6 +211,12 @@ void sf_profile_mark(void) {
     if (profiling()) g_prof_last = sf_now();
 }
 
+void sf_profile_reset(void) {
+    memset(g_prof_fwd, 0, sizeof g_prof_fwd);
+    memset(g_prof_bwd, 0, sizeof g_prof_bwd);
+    memset(g_prof_calls, 0, sizeof g_prof_calls);
+}
+
 void sf_profile_report(FILE *f, const char *(*op_name)(int op)) {
     if (!profiling()) return;
     double tf = 0, tb = 0;

@@ -129,7 +129,7 @@ const key_def config_keys[] = {
     {"optim.scale_lr", K_BOOL, OFF(optim.scale_lr), 0, 0, 0, 0, 1, NULL, "lr *= global batch / scale_lr_base"},
     {"optim.scale_lr_base", K_INT, OFF(optim.scale_lr_base), 0, 0, 0, 1, 1 << 24, NULL, "reference batch for scale_lr"},
     {"optim.clip_grad", K_FLOAT, OFF(optim.clip_grad), 0, 0, 0, 0, BIG, NULL, "global gradient L2-norm clip (0 = off)"},
-    {"optim.accum_steps", K_INT, OFF(optim.accum_steps), 0, 0, 0, 1, 4096, NULL, "gradient accumulation steps"},
+    {"optim.accum_steps", K_INT, OFF(optim.accum_steps), 0, 0, 0, 1, 4096, NULL, "batches whose gradients are summed into one update (lr scales with their images)"},
     {"optim.decay_mask", K_SENUM, OFF(optim.decay_mask), SZ(optim.decay_mask), 0, 0, 0, 0, decay_masks,
      "which parameters get weight decay"},
     /* sched */

@@ -466,6 +466,88 @@ static int run_build_model(run *r) {
     return 0;
 }
 
+/* Splits this rank's batch into accum micro-batches of at most fit images (mixup pairs
+ * samples within a rank's micro-batch under MPI, so those stay even). 0 if none does. */
+static int accum_split(const run *r, int fit) {
+    const int pairs = r->world > 1 && (r->cfg.aug.mixup > 0 || r->cfg.aug.cutmix > 0);
+    for (int a = 2; a <= r->rank_batch; a++)
+        if (r->rank_batch % a == 0 && r->rank_batch / a <= fit && !(pairs && (r->rank_batch / a) % 2))
+            return a;
+    return 0;
+}
+
+/* What the run will hold at its peak, an evaluation after training steps (the evaluation has
+ * its own activation arena; the step's stays allocated), against what this process may use
+ * (train/memory.c): a batch too large for the machine stops here, before the run folder is
+ * written, with the split that fits. */
+static int run_check_memory(run *r) {
+    const sf_config *c = &r->cfg;
+    const sf_model_cfg *mc = &c->model;
+    const char *source = NULL;
+    const double avail = sf_memory_available(&source);
+    if (avail == -2.0) return -1;
+    if (avail < 0) {
+        printf("memory: not checked (%s)\n", source);
+        return 0;
+    }
+    const double image = (double)mc->in_chans * mc->img_size * mc->img_size * sizeof(float);
+    int eval_batch = (c->train.eval_batch_size + r->world - 1) / r->world; /* no larger than the split */
+    if (eval_batch > r->val_slice.count) eval_batch = r->val_slice.count;
+    sf_memory_need step = {0}, eval = {0}; /* activation arenas */
+    sf_memory_probe(r->model, &r->ps, mc, &step, &eval);
+    /* Training: held now; the parameters' gradients, two moments and EMA copy; both loaders'
+     * rings of prepared batches; the step's activations, growing with its micro-batch. An
+     * evaluation adds its own arena to all that (the step's stays allocated). */
+    const double params = (double)r->ps.total * sizeof(float) * (3 + (c->train.ema_decay > 0));
+    const sf_memory_need train = {sf_memory_held() + params + c->data.prefetch * eval_batch * image + step.fixed,
+                                  c->data.prefetch * image + step.per_image};
+    const double eval_bytes = sf_memory_at(&eval, eval_batch), train_bytes = sf_memory_at(&train, r->rank_batch);
+    const double peak = train_bytes + eval_bytes;
+    char s1[32], s2[32], s3[32], s4[32];
+    printf("memory: about %s at the peak (a training step's activations %s, %.2f MiB per image; an evaluation "
+           "batch's %s); %s available (%s)\n",
+           sf_memory_str(peak, s1), sf_memory_str(sf_memory_at(&step, r->rank_batch), s2), step.per_image / 1048576.0,
+           sf_memory_str(eval_bytes, s3), sf_memory_str(avail, s4), source);
+    if (peak <= avail) return 0;
+    const double step_bytes = sf_memory_at(&step, r->rank_batch);
+    if (train_bytes <= avail && eval_bytes > step_bytes) { /* the evaluation batch is what does not fit */
+        sf_error("train.eval_batch_size=%d: an evaluation batch of %d images needs about %s (%.2f MiB per image) "
+                 "on top of training, and this process may use %s (%s)",
+                 c->train.eval_batch_size, eval_batch, sf_memory_str(eval_bytes, s1), eval.per_image / 1048576.0,
+                 sf_memory_str(avail, s2), source);
+        const double room = avail - train_bytes - eval.fixed;
+        if (room >= eval.per_image)
+            sf_hint("train.eval_batch_size=%d fits", (int)(room / eval.per_image) * r->world);
+        else
+            sf_hint("not even a one-image evaluation fits next to training: lower train.batch_size");
+    } else {
+        sf_error("train.batch_size=%d: training on %d images per step needs about %s (%.2f MiB per image), and "
+                 "this process may use %s (%s)",
+                 c->train.batch_size, r->rank_batch, sf_memory_str(peak, s1), train.per_image / 1048576.0,
+                 sf_memory_str(avail, s2), source);
+        const sf_memory_need run = {train.fixed + eval_bytes, train.per_image};
+        const int fit = sf_memory_fit(&run, avail), a = accum_split(r, fit);
+        int batchnorm = 0;
+        for (int i = 0; i < r->ps.count; i++)
+            batchnorm |= r->ps.list[i].t->name && strstr(r->ps.list[i].t->name, "running_mean");
+        if (a)
+            sf_hint("train.batch_size=%d optim.accum_steps=%d keeps %d images per update, in micro-batches of %d "
+                    "that need about %s%s",
+                    c->train.batch_size / a, r->accum * a, c->train.batch_size * r->accum, r->rank_batch / a,
+                    sf_memory_str(sf_memory_at(&run, r->rank_batch / a), s3),
+                    batchnorm ? " (BatchNorm statistics are then per micro-batch)" : "");
+        else if (fit > 0)
+            sf_hint("at most %d images per micro-batch fit: lower train.batch_size, raise optim.accum_steps", fit);
+        else if (sf_memory_fit(&train, avail) > 0)
+            sf_hint("the evaluation batch alone needs %s: lower train.eval_batch_size too",
+                    sf_memory_str(eval_bytes, s3));
+        else
+            sf_hint("not even one image fits: a smaller model or model.img_size");
+    }
+    sf_hint("SFVIT_MEMORY_MIB=N sets what sfvit may use (where swap, or memory freed later, makes room)");
+    return -1;
+}
+
 /* MPI: rank 0 alone creates the run folder and writes the config, logs and checkpoints. */
 static int run_make_folder(run *r) {
     if (r->rank != 0) return 0;
@@ -533,11 +615,16 @@ static void print_startup(const run *r) {
     const sf_config *c = &r->cfg;
     sf_config_print(c, stdout);
     printf("threads: %d (OpenMP and OpenBLAS)   run folder: %s\n", r->threads, r->dir);
+    const int per_update = c->train.batch_size * r->accum;
     if (r->world > 1)
-        printf("distributed: %d ranks x %d images = global batch %d; lr %.3e (%s); BatchNorm statistics %s\n",
-               r->world, r->rank_batch, c->train.batch_size, sf_lr_base(&c->optim, c->train.batch_size),
-               c->optim.scale_lr ? "scaled by the global batch" : "optim.scale_lr off: not scaled",
+        printf("distributed: %d ranks x %d images = global batch %d; BatchNorm statistics %s\n", r->world,
+               r->rank_batch, c->train.batch_size,
                c->train.bn_sync ? "over all ranks (train.bn_sync)" : "per rank (train.bn_sync=false)");
+    /* timm's convention: the lr scales with the images of an update, accumulated ones included */
+    if (r->accum > 1 || c->optim.scale_lr)
+        printf("update: %d images (train.batch_size %d x optim.accum_steps %d); lr %.3e (%s)\n", per_update,
+               c->train.batch_size, r->accum, sf_lr_base(&c->optim, per_update),
+               c->optim.scale_lr ? "optim.lr x images per update / optim.scale_lr_base" : "optim.scale_lr off");
     fflush(stdout);
 }
 
@@ -561,8 +648,9 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     r->threads = sf_threads_init(threads_wanted);
     if (!sf_dist_all_ok(sf_precision_setup(&r->cfg, r->rank == 0) == 0)) return SF_TRAIN_ERROR;
     r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
+    r->accum = r->cfg.optim.accum_steps > 0 ? r->cfg.optim.accum_steps : 1;
     print_startup(r);
-    int ok = run_open_data(r) == 0 && run_build_model(r) == 0;
+    int ok = run_open_data(r) == 0 && run_build_model(r) == 0 && run_check_memory(r) == 0;
     ok = sf_dist_all_ok(ok) && sf_dist_all_ok(run_make_folder(r) == 0);
     if (ok) {
         printf("model: %s  params: %zu  images: %d train / %d val, %d classes, %d steps/epoch\n",
@@ -577,8 +665,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     if (r->ema) sf_dist_broadcast(r->ema, r->ps.total);
     install_signal_handlers();
     r->tty = isatty(fileno(stdout));
-    r->base_lr = sf_lr_base(&r->cfg.optim, r->cfg.train.batch_size);
-    r->accum = r->cfg.optim.accum_steps > 0 ? r->cfg.optim.accum_steps : 1;
+    r->base_lr = sf_lr_base(&r->cfg.optim, r->cfg.train.batch_size * r->accum); /* as print_startup says */
     return SF_TRAIN_OK;
 }
 

@@ -75,5 +75,8 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);
+/* Drops every cached primitive, on every thread at its next product (after shapes that will
+ * not recur, such as the memory probe's, so they do not crowd a run's out of the cache). */
+void sf_dnnl_cache_reset(void);
 
 #endif

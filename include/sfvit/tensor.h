@@ -95,6 +95,8 @@ void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed);
  * by op_name (sf_op_name of ops.h). */
 void sf_profile_mark(void);
 void sf_profile_report(FILE *f, const char *(*op_name)(int op));
+/* Forgets what was timed so far (work before the steps that are to be reported). */
+void sf_profile_reset(void);
 
 /* ---- parameter store ---- */
 enum {

@@ -50,6 +50,29 @@ void sf_precision_weights_refresh(sf_params *ps);
 /* One line: the fp32 product backend and oneDNN's ISA and kernels. */
 void sf_kernels_describe(char *buf, size_t size);
 
+/* Memory of a training step (train/memory.c), in bytes: fixed + micro-batch * per_image. */
+typedef struct sf_memory_need {
+    double fixed, per_image;
+} sf_memory_need;
+/* Adds the activation arena's share of a training step to *train and, if eval is not NULL,
+ * of an evaluation forward to *eval, measured on two and four images in a context of their
+ * own; the model's parameters, buffers and gradients are left as found. */
+void sf_memory_probe(sf_model *m, sf_params *ps, const sf_model_cfg *mc, sf_memory_need *train,
+                     sf_memory_need *eval);
+/* Bytes this process may use: SFVIT_MEMORY_MIB, else what it holds plus MemAvailable (and
+ * the cgroup's limit) shared by the node's ranks. -1: not to be checked (SFVIT_MEMORY_MIB=off,
+ * or no /proc/meminfo); -2: SFVIT_MEMORY_MIB malformed (reported). source says which. */
+double sf_memory_available(const char **source);
+double sf_memory_held(void); /* resident bytes now */
+/* A "Key:   N kB" line of a /proc file (/proc/self/status, /proc/meminfo), in bytes; -1 if
+ * the file or the key is missing. */
+double sf_proc_value(const char *path, const char *key);
+double sf_memory_at(const sf_memory_need *need, int micro_batch);
+/* The largest micro-batch whose need fits in available bytes (0: not even one image). */
+int sf_memory_fit(const sf_memory_need *need, double available);
+/* "850 MiB", "68.8 GiB": bytes for a message, written into buf. */
+const char *sf_memory_str(double bytes, char buf[32]);
+
 /* The config of a checkpoint: from config_path if given, else from the checkpoint's
  * metadata (written by sfvit train). The _over form applies key=value overrides on top of
  * the stored config. (train/eval.c) */

@@ -50,11 +50,30 @@ typedef struct {
 static __thread entry *cache;
 static __thread int cache_n, cache_next;
 static __thread dnnl_stream_t stream;
+/* sf_dnnl_cache_reset counts up; a thread whose cache is older empties it at its next lookup
+ * (the caches are per thread, so no thread can empty another's). */
+static long generation;
+static __thread long cache_generation;
+
+static void entry_destroy(entry *e) {
+    dnnl_primitive_destroy(e->prim);
+    dnnl_memory_destroy(e->a);
+    dnnl_memory_destroy(e->b);
+    dnnl_memory_destroy(e->c);
+}
+
+void sf_dnnl_cache_reset(void) { __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED); }
 
 /* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
  * stored the other way round, which the strides say. */
 static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, float alpha,
                      float beta) {
+    const long gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
+    if (cache_generation != gen) {
+        for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
+        cache_n = cache_next = 0;
+        cache_generation = gen;
+    }
     for (int i = 0; i < cache_n; i++) {
         entry *e = &cache[i];
         if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->dt == dt &&
@@ -98,10 +117,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     } else { /* full: replace in turn (a model never gets here) */
         e = &cache[cache_next];
         cache_next = (cache_next + 1) % CACHE_SIZE;
-        dnnl_primitive_destroy(e->prim);
-        dnnl_memory_destroy(e->a);
-        dnnl_memory_destroy(e->b);
-        dnnl_memory_destroy(e->c);
+        entry_destroy(e);
     }
     *e = (entry){ta, tb, M, N, K, dt, alpha, beta, prim, NULL, NULL, NULL};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -230,6 +246,7 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)B16, (void)beta, (void)C;
     return -1;
 }
+void sf_dnnl_cache_reset(void) {}
 void sf_dnnl_stats(long *created, long *executed) {
     if (created) *created = 0;
     if (executed) *executed = 0;
