@@ -308,7 +308,10 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         if (st < 3) {
             x = sf_add_broadcast(g, x, pos_resize(g, s->pos[st], S, Hs, Ws));
             if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
-            for (int i = 0; i < c->depths[st]; i++) x = soft_layer_fwd(g, c, &s->layers[st][i], x, Hs, Ws);
+            for (int i = 0; i < c->depths[st]; i++) {
+                sf_scope_begin(g);  // evaluation: the layer's intermediates are scratch
+                x = sf_scope_end(g, soft_layer_fwd(g, c, &s->layers[st][i], x, Hs, Ws));
+            }
         } else {
             /* cls prepended before adding pos_embed4; its cls row is never resized */
             x = sf_concat_tokens(g, s->cls_token, x);
@@ -317,7 +320,10 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
                 pos = sf_concat_tokens(g, sf_slice_tokens(g, pos, 0, 1),
                                        pos_resize(g, sf_slice_tokens(g, pos, 1, S * S), S, Hs, Ws));
             x = sf_add_broadcast(g, x, pos);
-            for (int i = 0; i < c->depths[3]; i++) x = block4_fwd(g, c, &s->b4[i], x);
+            for (int i = 0; i < c->depths[3]; i++) {
+                sf_scope_begin(g);
+                x = sf_scope_end(g, block4_fwd(g, c, &s->b4[i], x));
+            }
         }
     }
     x = mdl_ln_fwd(g, &s->norm, x);

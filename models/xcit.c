@@ -218,6 +218,7 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     m->viz_w = Wp;
     for (int i = 0; i < c->depth; i++) {
         const xcit_block *b = &x->blocks[i];
+        sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
         sf_tensor *a = mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, t));
         t = mdl_residual(g, t, sf_mul_broadcast(g, a, b->gamma1), b->drop_path);
         if (c->lpi) {
@@ -229,9 +230,13 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         }
         sf_tensor *f = mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, t));
         t = mdl_residual(g, t, sf_mul_broadcast(g, f, b->gamma2), b->drop_path);
+        t = sf_scope_end(g, t);
     }
     t = sf_concat_tokens(g, x->cls_token, t);  // (B, N+1, C)
-    for (int j = 0; j < c->cls_attn_layers; j++) t = ca_forward(g, c, &x->ca[j], t);
+    for (int j = 0; j < c->cls_attn_layers; j++) {
+        sf_scope_begin(g);
+        t = sf_scope_end(g, ca_forward(g, c, &x->ca[j], t));
+    }
     t = mdl_ln_fwd(g, &x->norm, t);
     sf_tensor *cls = sf_reshape(g, sf_slice_tokens(g, t, 0, 1), 2, (int[]){B, C});  // (B, C)
     return mdl_linear_fwd(g, &x->head, cls);

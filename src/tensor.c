@@ -113,17 +113,58 @@ void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes) {
     sf_rng_seed(&g->rng, 0x5f1c2d3e4b5a6978ULL);
 }
 
+static void scope_close(sf_ctx *g) {
+    if (g->scope_depth == 0) return;
+    g->arena = g->outer;
+    g->outer = NULL;
+    g->scope_depth = 0;
+}
+
 void sf_ctx_free(sf_ctx *g) {
+    scope_close(g);
+    if (g->scratch) arena_free(g->scratch);
+    free(g->scratch);
     if (g->arena) arena_free(g->arena);
     free(g->arena);
     free(g->tape);
     memset(g, 0, sizeof(*g));
 }
 
-size_t sf_ctx_arena_in_use(const sf_ctx *g) { return g->arena->in_use; }
-size_t sf_ctx_arena_peak(const sf_ctx *g) { return g->arena->peak; }
+/* Outside a scope g->arena is the context's own arena and g->scratch the scopes'. Their peaks
+ * fall at different times; both arenas keep their blocks, so the sum is what is held. */
+size_t sf_ctx_arena_in_use(const sf_ctx *g) {
+    const sf_arena *own = g->scope_depth ? g->outer : g->arena;
+    return own->in_use + (g->scratch ? g->scratch->in_use : 0);
+}
+size_t sf_ctx_arena_peak(const sf_ctx *g) {
+    const sf_arena *own = g->scope_depth ? g->outer : g->arena;
+    return own->peak + (g->scratch ? g->scratch->peak : 0);
+}
+
+void sf_scope_begin(sf_ctx *g) {
+    if (g->grad_enabled) return;
+    if (g->scope_depth++ > 0) return;
+    if (!g->scratch) {
+        g->scratch = sf_calloc(1, sizeof *g->scratch);
+        arena_init(g->scratch, g->arena->block_size);
+    }
+    g->outer = g->arena;
+    g->arena = g->scratch;
+}
+
+sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y) {
+    if (g->scope_depth == 0 || --g->scope_depth > 0) return y;
+    g->arena = g->outer;
+    g->outer = NULL;
+    sf_tensor *kept = sf_tensor_new(g, y->ndim, y->shape);
+    memcpy(kept->data, y->data, y->numel * sizeof(float));
+    arena_reset(g->scratch);
+    return kept;
+}
 
 void sf_ctx_reset(sf_ctx *g) {
+    scope_close(g);
+    if (g->scratch) arena_reset(g->scratch);
     arena_reset(g->arena);
     g->tape_len = 0;
 }
@@ -159,7 +200,9 @@ sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(
 
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
     if (!t->data) return;
-    sf_arena_release(g->arena, t->data, t->numel * sizeof(float));
+    /* in an evaluation scope, a tensor from before it lives in the outer arena */
+    sf_arena *a = g->scope_depth && !arena_owns(g->arena, t->data) ? g->outer : g->arena;
+    sf_arena_release(a, t->data, t->numel * sizeof(float));
     t->data = NULL;
 }
 

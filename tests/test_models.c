@@ -542,13 +542,31 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
                   ps.list[i].t->data[0]);
             break;
         }
-    /* eval mode, no tape */
+    /* eval mode, no tape: each block's intermediates in the scratch arena (sf_scope_begin/end).
+     * The same logits bit for bit as an eval-mode forward that keeps every tensor (with the
+     * tape on the scopes do nothing), in fewer arena bytes. */
     sf_ctx_reset(&g);
     g.training = 0;
-    g.grad_enabled = 0;
-    sf_tensor *e = sf_model_forward(&g, m, &x);
+    sf_tensor *kept = sf_model_forward(&g, m, &x);
+    float *ref = malloc(kept->numel * sizeof(float));
+    memcpy(ref, kept->data, kept->numel * sizeof(float));
+    const double kept_peak = (double)sf_ctx_arena_peak(&g);
+    sf_ctx g2;
+    sf_ctx_init(&g2, 0);
+    g2.training = 0;
+    g2.grad_enabled = 0;
+    sf_tensor *e = sf_model_forward(&g2, m, &x);
     CHECK(all_finite(e->data, e->numel), "%s eval logits finite", label);
-    printf("  fwd+bwd %-28s loss %.4f  %d views\n", label, loss->data[0], ps.count);
+    CHECK(!memcmp(e->data, ref, e->numel * sizeof(float)), "%s eval logits: scoped forward = kept forward, bit for bit",
+          label);
+    const double scoped_peak = (double)sf_ctx_arena_peak(&g2);
+    CHECK(scoped_peak < 0.8 * kept_peak, "%s eval arena peak %.0f KiB, below 0.8 of keeping every tensor (%.0f KiB)",
+          label, scoped_peak / 1024, kept_peak / 1024);
+    CHECK(g2.scope_depth == 0 && g2.arena != g2.scratch, "%s: every scope closed", label);
+    free(ref);
+    sf_ctx_free(&g2);
+    printf("  fwd+bwd %-28s loss %.4f  %d views  eval arena %.2f of keeping every tensor\n", label, loss->data[0],
+           ps.count, scoped_peak / kept_peak);
     free(x.data);
     sf_ctx_free(&g);
     sf_model_free(m);

@@ -50,13 +50,26 @@ typedef struct sf_ctx {
      * in training mode reduces its batch statistics with it (SyncBatchNorm). Set by the
      * trainer (sf_dist_batchnorm_hook), so the ops need nothing from the layers above. */
     void (*sum_over_ranks)(double *buf, int n);
+    /* Evaluation scopes (sf_scope_begin/end): the block's arena while one is open, and the
+     * arena it replaced. */
+    struct sf_arena *scratch, *outer;
+    int scope_depth;
 } sf_ctx;
 
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);
 void sf_ctx_free(sf_ctx *g);
 /* Forget the tape and every activation: call after each step. */
 void sf_ctx_reset(sf_ctx *g);
-/* Arena bytes handed out since the last reset, and the most ever (the step's peak). */
+/* A block's intermediates without gradients: between sf_scope_begin and sf_scope_end(g, y)
+ * every tensor goes to a scratch arena; the end copies y (the block's output) into the
+ * context's own arena and empties the scratch for the next block. So an evaluation forward
+ * holds the block outputs and one block's intermediates, not every intermediate of every
+ * block. With gradients on (the backward needs them all) both do nothing and y is returned;
+ * nested scopes belong to the outermost. */
+void sf_scope_begin(sf_ctx *g);
+sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y);
+/* Arena bytes handed out since the last reset, and the most ever (the step's peak); both
+ * count the evaluation scopes' scratch arena too. */
 size_t sf_ctx_arena_in_use(const sf_ctx *g);
 size_t sf_ctx_arena_peak(const sf_ctx *g);
 
