@@ -273,11 +273,12 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
         for (int j = 0; j < st->depth; j++) {
             const cvt_block *bk = &st->blocks[j];
+            sf_tensor *in = x;
             sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
             x = mdl_residual(g, x, cvt_attn_fwd(g, c, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL),
                              bk->drop_path);
             x = mdl_residual(g, x, mdl_mlp_fwd(g, &bk->mlp, mdl_ln_fwd(g, &bk->norm2, x)), bk->drop_path);
-            x = sf_scope_end(g, x);
+            x = sf_scope_end(g, x, in);
         }
         if (s < CVT_STAGES - 1) img = mdl_image_from_tokens(g, x, h, w);
     }

@@ -295,8 +295,11 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     soft_model *s = m->family;
     const int B = images->shape[0];
     sf_tensor *h = images;  // (B, Cin, H, W)
-    for (int u = 0; u < 3; u++)
-        h = sf_relu(g, mdl_bn_fwd(g, &s->stem_bn[u], mdl_conv_fwd(g, &s->stem_conv[u], h)));
+    for (int u = 0; u < 3; u++) {
+        sf_scope_begin(g);  // evaluation: the unit's intermediates are scratch
+        sf_tensor *in = u > 0 ? h : NULL; /* the caller's images stay theirs */
+        h = sf_scope_end(g, sf_relu(g, mdl_bn_fwd(g, &s->stem_bn[u], mdl_conv_fwd(g, &s->stem_conv[u], h))), in);
+    }
     sf_tensor *x = NULL;
     for (int st = 0; st < 4; st++) {
         if (st > 0) {
@@ -310,7 +313,7 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
             for (int i = 0; i < c->depths[st]; i++) {
                 sf_scope_begin(g);  // evaluation: the layer's intermediates are scratch
-                x = sf_scope_end(g, soft_layer_fwd(g, c, &s->layers[st][i], x, Hs, Ws));
+                x = sf_scope_end(g, soft_layer_fwd(g, c, &s->layers[st][i], x, Hs, Ws), x);
             }
         } else {
             /* cls prepended before adding pos_embed4; its cls row is never resized */
@@ -322,7 +325,7 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             x = sf_add_broadcast(g, x, pos);
             for (int i = 0; i < c->depths[3]; i++) {
                 sf_scope_begin(g);
-                x = sf_scope_end(g, block4_fwd(g, c, &s->b4[i], x));
+                x = sf_scope_end(g, block4_fwd(g, c, &s->b4[i], x), x);
             }
         }
     }

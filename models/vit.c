@@ -101,11 +101,12 @@ static sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
     for (int i = 0; i < c->depth; i++) {
         const vit_block *b = &v->blocks[i];
+        sf_tensor *in = x;
         sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
         x = mdl_residual(g, x, mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, x)),
                          b->drop_path);
         x = mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
-        x = sf_scope_end(g, x);
+        x = sf_scope_end(g, x, in);
     }
     x = mdl_ln_fwd(g, &v->norm, x);
     sf_tensor *pooled;                                                              // (B, C)

@@ -206,8 +206,11 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     const int B = images->shape[0], C = c->embed_dim;
     sf_tensor *h = images;  // (B, Cin, H, W)
     for (int u = 0; u < x->n_units; u++) {
+        sf_tensor *in = u > 0 ? h : NULL; /* the caller's images stay theirs */
+        sf_scope_begin(g);  // evaluation: the unit's intermediates are scratch
         h = mdl_bn_fwd(g, &x->pe_bn[u], mdl_conv_fwd(g, &x->pe_conv[u], h));
         if (u < x->n_units - 1) h = sf_gelu(g, h);
+        h = sf_scope_end(g, h, in);
     }
     const int Hp = h->shape[2], Wp = h->shape[3];
     sf_tensor *t = mdl_tokens_from_image(g, h);  // (B, N, C)
@@ -218,6 +221,7 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     m->viz_w = Wp;
     for (int i = 0; i < c->depth; i++) {
         const xcit_block *b = &x->blocks[i];
+        sf_tensor *in = t;
         sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
         sf_tensor *a = mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, t));
         t = mdl_residual(g, t, sf_mul_broadcast(g, a, b->gamma1), b->drop_path);
@@ -230,12 +234,12 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         }
         sf_tensor *f = mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, t));
         t = mdl_residual(g, t, sf_mul_broadcast(g, f, b->gamma2), b->drop_path);
-        t = sf_scope_end(g, t);
+        t = sf_scope_end(g, t, in);
     }
     t = sf_concat_tokens(g, x->cls_token, t);  // (B, N+1, C)
     for (int j = 0; j < c->cls_attn_layers; j++) {
         sf_scope_begin(g);
-        t = sf_scope_end(g, ca_forward(g, c, &x->ca[j], t));
+        t = sf_scope_end(g, ca_forward(g, c, &x->ca[j], t), t);
     }
     t = mdl_ln_fwd(g, &x->norm, t);
     sf_tensor *cls = sf_reshape(g, sf_slice_tokens(g, t, 0, 1), 2, (int[]){B, C});  // (B, C)

@@ -152,10 +152,13 @@ void sf_scope_begin(sf_ctx *g) {
     g->arena = g->scratch;
 }
 
-sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y) {
+sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y, sf_tensor *in) {
     if (g->scope_depth == 0 || --g->scope_depth > 0) return y;
     g->arena = g->outer;
     g->outer = NULL;
+    /* released first, so that the output takes its chunk (the arena reuses exact sizes); only
+     * arena memory (not a parameter, not the caller's images) */
+    if (in && in->data && in->data != y->data && arena_owns(g->arena, in->data)) sf_tensor_release_data(g, in);
     sf_tensor *kept = sf_tensor_new(g, y->ndim, y->shape);
     memcpy(kept->data, y->data, y->numel * sizeof(float));
     arena_reset(g->scratch);

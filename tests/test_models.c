@@ -542,7 +542,8 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
                   ps.list[i].t->data[0]);
             break;
         }
-    /* eval mode, no tape: each block's intermediates in the scratch arena (sf_scope_begin/end).
+    /* eval mode, no tape: each block's intermediates in the scratch arena, its input given back
+     * (sf_scope_begin/end).
      * The same logits bit for bit as an eval-mode forward that keeps every tensor (with the
      * tape on the scopes do nothing), in fewer arena bytes. */
     sf_ctx_reset(&g);

@@ -60,14 +60,16 @@ void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);
 void sf_ctx_free(sf_ctx *g);
 /* Forget the tape and every activation: call after each step. */
 void sf_ctx_reset(sf_ctx *g);
-/* A block's intermediates without gradients: between sf_scope_begin and sf_scope_end(g, y)
- * every tensor goes to a scratch arena; the end copies y (the block's output) into the
- * context's own arena and empties the scratch for the next block. So an evaluation forward
- * holds the block outputs and one block's intermediates, not every intermediate of every
- * block. With gradients on (the backward needs them all) both do nothing and y is returned;
- * nested scopes belong to the outermost. */
+/* A block's intermediates without gradients: between sf_scope_begin and sf_scope_end(g, y,
+ * in) every tensor goes to a scratch arena; the end gives the block's input `in` back (the
+ * caller says nothing reads it after the block; NULL keeps it), copies y (the block's output)
+ * into the context's own arena, where it takes the input's place when their shapes match, and
+ * empties the scratch for the next block. So an evaluation forward holds about two block
+ * outputs and one block's intermediates, not every intermediate of every block. With
+ * gradients on (the backward needs them all) both do nothing and y is returned; nested scopes
+ * belong to the outermost. */
 void sf_scope_begin(sf_ctx *g);
-sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y);
+sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y, sf_tensor *in);
 /* Arena bytes handed out since the last reset, and the most ever (the step's peak); both
  * count the evaluation scopes' scratch arena too. */
 size_t sf_ctx_arena_in_use(const sf_ctx *g);
