@@ -502,14 +502,13 @@ static int run_check_memory(run *r) {
     const sf_memory_need train = {sf_memory_held() + params + c->data.prefetch * eval_batch * image + step.fixed,
                                   c->data.prefetch * image + step.per_image};
     const double eval_bytes = sf_memory_at(&eval, eval_batch), train_bytes = sf_memory_at(&train, r->rank_batch);
-    const double peak = train_bytes + eval_bytes;
+    const double peak = train_bytes + eval_bytes, step_bytes = sf_memory_at(&step, r->rank_batch);
     char s1[32], s2[32], s3[32], s4[32];
     printf("memory: about %s at the peak (a training step's activations %s, %.2f MiB per image; an evaluation "
            "batch's %s); %s available (%s)\n",
-           sf_memory_str(peak, s1), sf_memory_str(sf_memory_at(&step, r->rank_batch), s2), step.per_image / 1048576.0,
+           sf_memory_str(peak, s1), sf_memory_str(step_bytes, s2), step.per_image / 1048576.0,
            sf_memory_str(eval_bytes, s3), sf_memory_str(avail, s4), source);
     if (peak <= avail) return 0;
-    const double step_bytes = sf_memory_at(&step, r->rank_batch);
     if (train_bytes <= avail && eval_bytes > step_bytes) { /* the evaluation batch is what does not fit */
         sf_error("train.eval_batch_size=%d: an evaluation batch of %d images needs about %s (%.2f MiB per image) "
                  "on top of training, and this process may use %s (%s)",
