@@ -76,6 +76,8 @@ typedef struct bench_result {
     double arena_estimate; /* the same as estimated before the first step (train/memory.c) */
     double train_rss;   /* MiB, process peak after the training steps */
     long prims_warmup, prims_total, dnnl_runs; /* oneDNN primitives created, products run */
+    sf_dnnl_kernel kernels_before[32], kernels_after[32]; /* oneDNN's kernels at the first timed step and the last */
+    int n_kernels_before, n_kernels_after;
 } bench_result;
 
 /* Timed training steps then inference batches of model m on the random batch (x, labels). */
@@ -89,7 +91,10 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     long prims_before, runs_before; /* the memory probe's, not counted */
     sf_dnnl_stats(&prims_before, &runs_before);
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) sf_dnnl_stats(&r->prims_warmup, NULL);
+        if (s == 0) {
+            sf_dnnl_stats(&r->prims_warmup, NULL);
+            r->n_kernels_before = sf_dnnl_kernels(r->kernels_before, 32);
+        }
         g.training = 1;
         g.grad_enabled = 1;
         sf_profile_mark();
@@ -112,6 +117,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = cli_proc_status_mib("VmHWM");
     sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
+    r->n_kernels_after = sf_dnnl_kernels(r->kernels_after, 32);
     r->prims_warmup -= prims_before;
     r->prims_total -= prims_before;
     r->dnnl_runs -= runs_before;
@@ -134,6 +140,38 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     free(to);
     free(ti);
     sf_ctx_free(&g);
+}
+
+/* The oneDNN kernels the timed training steps ran: products and share of oneDNN's multiply-adds
+ * on each, and a warning when any of them is a slow (reference) kernel. */
+static void bench_report_kernels(const bench_result *r) {
+    long total = 0;
+    long runs[32], macs[32];
+    for (int i = 0; i < r->n_kernels_after; i++) {
+        const sf_dnnl_kernel *k = &r->kernels_after[i];
+        runs[i] = k->runs, macs[i] = k->macs;
+        for (int j = 0; j < r->n_kernels_before; j++)
+            if (r->kernels_before[j].bf16 == k->bf16 && !strcmp(r->kernels_before[j].impl, k->impl))
+                runs[i] -= r->kernels_before[j].runs, macs[i] -= r->kernels_before[j].macs;
+        total += macs[i];
+    }
+    if (total <= 0) return;
+    printf("  oneDNN kernels in the timed steps:");
+    long slow = 0;
+    const char *sep = " ";
+    for (int i = 0; i < r->n_kernels_after; i++) {
+        if (runs[i] <= 0) continue;
+        const sf_dnnl_kernel *k = &r->kernels_after[i];
+        printf("%s%s %s %ld products (%.1f%% of the MACs)%s", sep, k->impl, k->bf16 ? "bf16" : "f32", runs[i],
+               100.0 * (double)macs[i] / (double)total, k->slow ? " SLOW" : "");
+        if (k->slow) slow += runs[i];
+        sep = "; ";
+    }
+    printf("\n");
+    if (slow)
+        printf("  warning: %ld products ran on oneDNN's reference kernel (SLOW above): the step time is not what "
+               "this CPU can do\n",
+               slow);
 }
 
 static void bench_report(const sf_config *cfg, const bench_result *r, int threads, int infer, size_t param_floats,
@@ -169,6 +207,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     if (r->dnnl_runs > 0)
         printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run)\n",
                r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
+    bench_report_kernels(r);
     /* bf16 products: the rate of the largest product with bf16 operands, where native. */
     const char *why = NULL;
     double bf16_peak = sf_dnnl_bf16_native(&why) ? bf16_gflops(B * tokens, hidden, width) : 0.0;

@@ -2,7 +2,9 @@
  * emulation (operands rounded to bf16, OpenBLAS fp32): the products of bf16 numbers are exact
  * in fp32 on both sides, so they differ only in summation order: |difference| <=
  * 2K 2^-24 sum|a||b| of the rounded operands (+ a few roundings of alpha and beta). Through
- * sf_gemm_prec in each precision, as the ops call it. Skipped (exit 77) with the reason where
+ * sf_gemm_prec in each precision, as the ops call it; none of them on oneDNN's reference
+ * kernel (sf_dnnl_kernels: a bf16 product oneDNN cannot run natively in some layout would
+ * be exact there but many times slower). Skipped (exit 77) with the reason where
  * oneDNN has no native bf16 (AVX2-only CPUs such as Zen 3, AVX-512 without BF16, no oneDNN). */
 #include "test_gemm_dnnl_common.h"
 
@@ -31,5 +33,14 @@ int main(void) {
     sf_threads_init(0);
     /* the bound uses |A||B| of the unrounded operands: rounding changes them by at most 2u */
     compare_products("oneDNN bf16 vs emulation", native, emulated, 2.1 * 0x1p-24, 8 * 0x1p-24);
+    sf_dnnl_kernel k[32];
+    const int nk = sf_dnnl_kernels(k, 32);
+    long bf16_runs = 0;
+    for (int i = 0; i < nk; i++) {
+        if (k[i].bf16) bf16_runs += k[i].runs;
+        CHECK(!k[i].slow, "kernel %s (%s): %ld products on a slow kernel", k[i].impl, k[i].bf16 ? "bf16" : "f32",
+              k[i].runs);
+    }
+    CHECK(bf16_runs > 0, "no bf16 product counted in the kernel table");
     return test_summary("bf16_native");
 }

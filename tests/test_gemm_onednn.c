@@ -1,14 +1,50 @@
 /* test_gemm_onednn.c — oneDNN's f32 matmul (SFVIT_GEMM=onednn) against OpenBLAS for every
  * transpose pair, alpha and beta: both sum the same exact fp32 products in different orders,
  * so |difference| <= 2K 2^-24 sum|a||b| (+ a few roundings of alpha and beta). And the
- * primitive cache: a second round of the same products creates no primitive.
+ * primitive cache: a second round of the same products creates no primitive. And the kernel
+ * table (sf_dnnl_kernels): it accounts for every primitive and product, none of these products
+ * runs on oneDNN's reference kernel, and a primitive on a kernel counted as slow prints a
+ * warning naming its product.
  * Skipped (exit 77) in a build without oneDNN. */
 #include "test_gemm_dnnl_common.h"
+
+#include <unistd.h>
 
 static int openblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B, float beta,
                     float *C) {
     sf_gemm(ta, tb, M, N, K, alpha, A, B, beta, C); /* SFVIT_GEMM is unset in the suite: OpenBLAS */
     return 0;
+}
+
+/* The first f32 product with every kernel name counted as slow: its warning, read back from
+ * stderr, names the product. Runs before any other product, so the kernel's row is new. */
+static void slow_kernel_warns(void) {
+    sf_dnnl_set_slow_pattern(""); /* every name contains "" */
+    FILE *cap = tmpfile();
+    fflush(stderr);
+    const int saved = dup(2);
+    dup2(fileno(cap), 2);
+    float a[12 * 5] = {0}, b[5 * 7] = {0}, c[12 * 7];
+    const int rc = sf_dnnl_gemm_f32(0, 1, 12, 7, 5, 1.0f, a, b, 0.0f, c);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[512] = {0};
+    rewind(cap);
+    size_t n = fread(text, 1, sizeof text - 1, cap);
+    fclose(cap);
+    text[n] = 0;
+    CHECK(rc == 0 && strstr(text, "no optimized kernel for the f32 product 12 x 7 x 5 (A B^T): it runs "),
+          "the warning of a slow kernel: got \"%s\"", text);
+    sf_dnnl_kernel k[32];
+    int nk = sf_dnnl_kernels(k, 32);
+    CHECK(nk == 1 && k[0].slow && !k[0].bf16 && k[0].prims == 1 && k[0].runs == 1 && k[0].macs == 12 * 7 * 5,
+          "kernel table after one product: %d rows, slow %d, %ld primitives, %ld products, %ld MACs", nk,
+          nk ? k[0].slow : -1, nk ? k[0].prims : -1, nk ? k[0].runs : -1, nk ? k[0].macs : -1);
+    sf_dnnl_set_slow_pattern("ref");
+    nk = sf_dnnl_kernels(k, 32);
+    CHECK(nk == 1 && k[0].slow == (strstr(k[0].impl, "ref") != NULL), "the pattern back to \"ref\": %s slow %d",
+          nk ? k[0].impl : "?", nk ? k[0].slow : -1);
 }
 
 int main(void) {
@@ -17,6 +53,7 @@ int main(void) {
         return 77;
     }
     sf_threads_init(0);
+    slow_kernel_warns();
     compare_products("oneDNN f32 vs OpenBLAS", sf_dnnl_gemm_f32, openblas, 2 * 0x1p-24, 8 * 0x1p-24);
     long created1, created2, run1, run2;
     sf_dnnl_stats(&created1, &run1);
@@ -24,6 +61,16 @@ int main(void) {
     sf_dnnl_stats(&created2, &run2);
     CHECK(created1 > 0 && created2 == created1, "second round created %ld primitives (first %ld)", created2 - created1,
           created1);
-    CHECK(run2 - run1 == run1, "second round ran %ld products, first %ld", run2 - run1, run1);
+    CHECK(run2 - run1 == run1 - 1, "second round ran %ld products, first %ld", run2 - run1, run1 - 1);
+    sf_dnnl_kernel k[32];
+    const int nk = sf_dnnl_kernels(k, 32);
+    long prims = 0, runs = 0;
+    for (int i = 0; i < nk; i++) {
+        prims += k[i].prims, runs += k[i].runs;
+        CHECK(!k[i].slow && !k[i].bf16, "kernel %s (%s): %ld products on a slow kernel", k[i].impl,
+              k[i].bf16 ? "bf16" : "f32", k[i].runs);
+    }
+    CHECK(prims == created2 && runs == run2, "the kernel table counts %ld primitives and %ld products, the totals %ld and %ld",
+          prims, runs, created2, run2);
     return test_summary("gemm_onednn");
 }

@@ -94,6 +94,20 @@ out=$("$SFVIT" bench "$BASE" train.precision=bf16_emulated train.batch_size=8 --
 check "bench in bf16_emulated" test $rc -eq 0
 check "bench prints the kernels and the bf16 ceiling" \
   bash -c 'grep -q "^kernels:" <<< "$1" && grep -q "bf16 product ceiling" <<< "$1" && grep -q "^precision bf16_emulated" <<< "$1"' _ "$out"
+# The kernels oneDNN ran: named by bench, none of them its reference kernel (f32 products on
+# every machine with oneDNN, bf16 ones where native).
+if ! grep -q "oneDNN: not built in" <<< "$info"; then
+  out=$(SFVIT_GEMM=onednn "$SFVIT" bench "$BASE" train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
+  check "bench with SFVIT_GEMM=onednn names the kernels of its steps" \
+    bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* f32 [0-9]* products" <<< "$1"' _ "$out" $rc
+  check "no f32 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"
+  if [ $native -eq 1 ]; then
+    out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
+    check "bench in bf16 names the bf16 kernels of its steps" \
+      bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* bf16 [0-9]* products" <<< "$1"' _ "$out" $rc
+    check "no bf16 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"
+  fi
+fi
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid train.max_steps=3 train.precision=fp32,bf16_emulated 2>&1); rc=$?
 check "ablate with a precision axis" test $rc -eq 0
 check "ablate cells ran in each precision" \

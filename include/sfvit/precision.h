@@ -78,5 +78,20 @@ void sf_dnnl_stats(long *created, long *executed);
 /* Drops every cached primitive, on every thread at its next product (after shapes that will
  * not recur, such as the memory probe's, so they do not crowd a run's out of the cache). */
 void sf_dnnl_cache_reset(void);
+/* The kernels oneDNN picked for sfvit's products so far, one row per implementation name
+ * (dnnl_query_impl_info_str, e.g. "brg:avx512_core_amx", "gemm:jit", "ref:any") and data
+ * type: primitives created on it, products run and their multiply-adds (all threads). slow:
+ * the name matches the slow pattern ("ref" unless set otherwise: oneDNN's reference kernel,
+ * taken when no optimized one supports the product); the first primitive on a slow kernel
+ * prints a warning naming its product. sf_dnnl_kernels copies up to max rows and returns how
+ * many; sf_dnnl_set_slow_pattern changes the pattern (the tests use it to see the warning
+ * where oneDNN has no reference-kernel product to show). */
+typedef struct sf_dnnl_kernel {
+    char impl[48];
+    int bf16, slow;
+    long prims, runs, macs;
+} sf_dnnl_kernel;
+int sf_dnnl_kernels(sf_dnnl_kernel *out, int max);
+void sf_dnnl_set_slow_pattern(const char *pattern);
 
 #endif

@@ -8,6 +8,12 @@
  * threads a product over the same OpenMP team as the rest of sfvit; inside a parallel region
  * it runs on the calling thread, so the cores are never oversubscribed.
  *
+ * Which kernel oneDNN picked is counted per implementation name and data type (sf_dnnl_kernels):
+ * a product that lands on oneDNN's reference kernel ("ref:any", 10-100x slower than a jit one,
+ * taken when no optimized kernel supports a shape, layout or post-op) is reported by name when
+ * its primitive is created, and sfvit bench lists the kernels its steps ran, so a slow
+ * product is seen rather than guessed from the step time.
+ *
  * Native bf16 means AVX512_BF16 (vdpbf16ps: Zen 4/5, Cooper Lake) or AMX_BF16 (Sapphire
  * Rapids and later). oneDNN also "runs" bf16 on AVX-512 without BF16 by emulating it slower
  * than fp32, and has no bf16 matmul at all on AVX2: both count as not native here.
@@ -27,6 +33,14 @@ static int engine_ok;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static long n_created, n_executed; /* atomics: updated from several threads */
 
+/* Kernels in use: one row per (implementation, data type), shared by all threads. A row is
+ * added under the lock when a primitive is created; its counters are atomics. */
+#define MAX_KERNELS 32
+static sf_dnnl_kernel kernels[MAX_KERNELS];
+static int n_kernels;
+static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
+static char slow_pattern[32] = "ref";
+
 static void engine_init(void) {
     engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
 }
@@ -42,6 +56,7 @@ typedef struct {
     float alpha, beta;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
+    sf_dnnl_kernel *kernel; /* the row counting this primitive's products */
 } entry;
 
 #define CACHE_SIZE 128 /* per thread; a model uses a few dozen distinct products */
@@ -63,6 +78,52 @@ static void entry_destroy(entry *e) {
 }
 
 void sf_dnnl_cache_reset(void) { __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED); }
+
+/* The row of implementation impl for data type dt, added on first sight (then, for a slow
+ * kernel, with a warning naming the product that needed it). */
+static sf_dnnl_kernel *kernel_row(const char *impl, dnnl_data_type_t dt, int ta, int tb, int M, int N, int K) {
+    const int bf16 = dt == dnnl_bf16;
+    pthread_mutex_lock(&kernels_lock);
+    sf_dnnl_kernel *row = NULL;
+    for (int i = 0; i < n_kernels && !row; i++)
+        if (kernels[i].bf16 == bf16 && !strcmp(kernels[i].impl, impl)) row = &kernels[i];
+    int added = 0;
+    if (!row) {
+        /* More kinds than rows never happens (a model uses two or three); the last row then
+         * collects the rest. */
+        row = &kernels[n_kernels < MAX_KERNELS ? n_kernels++ : MAX_KERNELS - 1];
+        snprintf(row->impl, sizeof row->impl, "%s", impl);
+        row->bf16 = bf16;
+        row->slow = strstr(impl, slow_pattern) != NULL;
+        added = 1;
+    }
+    row->prims++;
+    pthread_mutex_unlock(&kernels_lock);
+    if (added && row->slow)
+        sf_warn("oneDNN has no optimized kernel for the %s product %d x %d x %d (%s %s): it runs %s, "
+                "many times slower (sfvit bench lists the products on each kernel)",
+                bf16 ? "bf16" : "f32", M, N, K, ta ? "A^T" : "A", tb ? "B^T" : "B", impl);
+    return row;
+}
+
+int sf_dnnl_kernels(sf_dnnl_kernel *out, int max) {
+    pthread_mutex_lock(&kernels_lock);
+    int n = n_kernels < max ? n_kernels : max;
+    for (int i = 0; i < n; i++) {
+        out[i] = kernels[i];
+        out[i].runs = __atomic_load_n(&kernels[i].runs, __ATOMIC_RELAXED);
+        out[i].macs = __atomic_load_n(&kernels[i].macs, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    return n;
+}
+
+void sf_dnnl_set_slow_pattern(const char *pattern) {
+    pthread_mutex_lock(&kernels_lock);
+    snprintf(slow_pattern, sizeof slow_pattern, "%s", pattern);
+    for (int i = 0; i < n_kernels; i++) kernels[i].slow = strstr(kernels[i].impl, slow_pattern) != NULL;
+    pthread_mutex_unlock(&kernels_lock);
+}
 
 /* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
  * stored the other way round, which the strides say. */
@@ -105,6 +166,10 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     }
     ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success &&
          dnnl_primitive_create(&prim, pd) == dnnl_success;
+    const char *impl = NULL;
+    if (ok && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl))
+        impl = "?";
+    sf_dnnl_kernel *kernel = ok ? kernel_row(impl, dt, ta, tb, M, N, K) : NULL;
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -119,7 +184,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
         cache_next = (cache_next + 1) % CACHE_SIZE;
         entry_destroy(e);
     }
-    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, prim, NULL, NULL, NULL};
+    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, prim, NULL, NULL, NULL, kernel};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success)
@@ -140,6 +205,8 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
         dnnl_stream_wait(stream) != dnnl_success)
         SF_ASSERT(0, "oneDNN: matmul (%d x %d x %d) failed", M, N, K);
     __atomic_add_fetch(&n_executed, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&e->kernel->runs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&e->kernel->macs, (long)M * N * K, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -247,6 +314,11 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
     return -1;
 }
 void sf_dnnl_cache_reset(void) {}
+int sf_dnnl_kernels(sf_dnnl_kernel *out, int max) {
+    (void)out, (void)max;
+    return 0;
+}
+void sf_dnnl_set_slow_pattern(const char *pattern) { (void)pattern; }
 void sf_dnnl_stats(long *created, long *executed) {
     if (created) *created = 0;
     if (executed) *executed = 0;
