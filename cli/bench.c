@@ -121,7 +121,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->prims_warmup -= prims_before;
     r->prims_total -= prims_before;
     r->dnnl_runs -= runs_before;
-    sf_bf16_weights_clear();
+    sf_precision_weights_refresh(ps); /* bf16: once for every batch, as sfvit eval does */
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
         g.grad_enabled = 0;
@@ -131,6 +131,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         sf_ctx_reset(&g);
         if (s >= 0) ti[s] = t1 - t0;
     }
+    sf_bf16_weights_clear();
     r->forward = median(tf, steps);
     r->backward = median(tb, steps);
     r->optimizer = median(to, steps);

@@ -186,7 +186,7 @@ static int evaluate_checkpoint(const sf_config *cfg, const char *ckpt, int train
         for (int i = 0; i < ds.count; i++) p.pred[i] = -1;
     }
     if (!(l = sf_loader_create(&ds, &o)) ||
-        sf_evaluate_each(m, l, cfg->model.num_classes, &r, preds_path ? record_batch : NULL, &p) != 0)
+        sf_evaluate_each(m, &ps, l, cfg->model.num_classes, &r, preds_path ? record_batch : NULL, &p) != 0)
         goto out;
     printf("%s on %s/%s: %d images  loss %.4f  top-1 %.2f%%  top-5 %.2f%%  (%.1f s)\n", ckpt, cfg->data.root,
            cfg->data.val_split, r.count, r.loss, r.top1, r.top5, sf_now() - t0);

@@ -73,6 +73,23 @@ check "resume: final weights and moments bit-identical" \
 losses runs/fp32/log.jsonl > fp32.txt
 check "bf16_emulated losses differ from fp32 (rounding in effect)" test "$(cat fp32.txt)" != "$(cat full.txt)"
 
+# ---- evaluation converts the weights once (the EMA's when swapped in): the trainer's
+# evaluation of both equals sfvit eval of the saved weights, loss to 6 digits ----
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=ema16 train.epochs=1 train.ema_decay=0.9 \
+  train.precision=bf16_emulated > ema16.log 2>&1
+val_of() { grep '"val_loss"' runs/ema16/log.jsonl | tail -1 | sed "s/.*\"$1\":\([0-9.e+-]*\).*/\1/"; }
+eval_loss() {
+  "$SFVIT" eval "runs/ema16/$1" --data fm train.precision=bf16_emulated --json "$1.json" > /dev/null 2>&1 &&
+    /usr/bin/python3 -c 'import json,sys; print("%.6f" % json.load(open(sys.argv[1]))["loss"])' "$1.json"
+}
+logged=$(val_of val_loss) logged_ema=$(val_of ema_val_loss)
+got=$(eval_loss last.safetensors) got_ema=$(eval_loss ema.safetensors)
+check "bf16_emulated: the trainer's val loss $logged is sfvit eval's of last.safetensors ($got)" \
+  test -n "$logged" -a "$logged" = "$got"
+check "bf16_emulated: the trainer's EMA val loss $logged_ema is sfvit eval's of ema.safetensors ($got_ema)" \
+  test -n "$logged_ema" -a "$logged_ema" = "$got_ema"
+check "... and the two differ (the EMA's weights were the ones converted)" test "$logged" != "$logged_ema"
+
 # ---- checkpoints interchange ----
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=f2b train.epochs=2 train.max_steps=9 > f2b1.log 2>&1
 out=$("$SFVIT" train --resume runs/f2b train.max_steps=0 train.precision=bf16_emulated 2>&1); rc=$?

@@ -134,17 +134,23 @@ static sf_tensor batch_tensor(const sf_batch *b, int C, int S) {
 }
 
 /* ---- evaluation ---- */
-int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r) {
-    return sf_evaluate_each(m, l, num_classes, r, NULL, NULL);
+int sf_evaluate(sf_model *m, sf_params *ps, sf_loader *l, int num_classes, sf_eval_result *r) {
+    return sf_evaluate_each(m, ps, l, num_classes, r, NULL, NULL);
 }
 
-int sf_evaluate_each(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r, sf_eval_batch_fn each, void *arg) {
+int sf_evaluate_each(sf_model *m, sf_params *ps, sf_loader *l, int num_classes, sf_eval_result *r,
+                     sf_eval_batch_fn each, void *arg) {
     const sf_model_cfg *mc = sf_model_config(m);
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = 0;
     g.training = 0;
-    sf_bf16_weights_clear();  // bf16: converted per product here (EMA weights may be swapped in)
+    /* bf16: the weights as they are now (the EMA's when swapped in) converted once for every
+     * batch; dropped at the end, since training changes them next. */
+    if (ps)
+        sf_precision_weights_refresh(ps);
+    else
+        sf_bf16_weights_clear();
     double loss_sum = 0;
     long top1 = 0, top5 = 0, count = 0;
     int k5 = num_classes < 5 ? num_classes : 5, got, batch_index = 0;
@@ -170,6 +176,7 @@ int sf_evaluate_each(sf_model *m, sf_loader *l, int num_classes, sf_eval_result 
         sf_ctx_reset(&g);
     }
     sf_ctx_free(&g);
+    sf_bf16_weights_clear();
     /* MPI: each rank evaluated its own slice of the split; the totals are over all of them. */
     double tot[5] = {loss_sum, (double)top1, (double)top5, (double)count, got < 0};
     sf_dist_sum(tot, 5);
@@ -837,10 +844,10 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
     const sf_config *c = &r->cfg;
     sf_dist_broadcast_buffers(&r->ps);  // MPI: rank 0's BatchNorm running statistics
     sf_eval_result ev = {0}, ee = {0};
-    if (sf_evaluate(r->model, r->val_loader, c->model.num_classes, &ev) != 0) return SF_TRAIN_ERROR;
+    if (sf_evaluate(r->model, &r->ps, r->val_loader, c->model.num_classes, &ev) != 0) return SF_TRAIN_ERROR;
     if (r->ema) {
         ema_swap(r);
-        int rc = sf_evaluate(r->model, r->val_loader, c->model.num_classes, &ee);
+        int rc = sf_evaluate(r->model, &r->ps, r->val_loader, c->model.num_classes, &ee);
         ema_swap(r);
         if (rc != 0) return SF_TRAIN_ERROR;
     }

@@ -33,12 +33,15 @@ typedef struct sf_eval_result {
     int count;
 } sf_eval_result;
 
-/* Evaluates a built model on a loader (grad mode off, eval mode). */
-int sf_evaluate(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r);
+/* Evaluates a built model on a loader (grad mode off, eval mode). ps: the parameters the
+ * model was built into; in bf16 their weights are converted once for the whole evaluation
+ * (NULL: once per product, as training's products are not). */
+int sf_evaluate(sf_model *m, sf_params *ps, sf_loader *l, int num_classes, sf_eval_result *r);
 /* The same, calling each(arg, batch index, batch, logits (b->size, K)) after every batch's
  * forward: per-image outputs (`sfvit eval --save-preds`) from the one evaluation loop. */
 typedef void (*sf_eval_batch_fn)(void *arg, int batch_index, const sf_batch *b, const float *logits);
-int sf_evaluate_each(sf_model *m, sf_loader *l, int num_classes, sf_eval_result *r, sf_eval_batch_fn each, void *arg);
+int sf_evaluate_each(sf_model *m, sf_params *ps, sf_loader *l, int num_classes, sf_eval_result *r,
+                     sf_eval_batch_fn each, void *arg);
 
 /* train.precision (train/precision.c): checks the machine can run it (error naming the
  * missing instructions, or with train.precision_fallback: fp32 a warning and fp32, written
