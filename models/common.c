@@ -184,11 +184,11 @@ sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
     return dropout(g, mdl_linear_last_use(g, &l->fc2, h), l->drop);
 }
 
-sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps) {
+sf_tensor *mdl_heads_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, sf_attn_norm norm, float eps) {
     switch (norm) {
-    case SF_NORM_L1: return sf_l1norm_tokens(g, x, eps);
-    case SF_NORM_L2: return sf_l2norm_tokens(g, x, eps);
-    case SF_NORM_NONE: return x;
+    case SF_NORM_L1: return sf_heads_split_norm(g, x, parts, part, H, 1, eps);
+    case SF_NORM_L2: return sf_heads_split_norm(g, x, parts, part, H, 2, eps);
+    case SF_NORM_NONE: return sf_heads_split(g, x, parts, part, H);
     /* no default: a norm added to the list is a -Wswitch warning here until it has a case */
     case SF_NORM_SYMMETRIC:
     case SF_NORM_COUNT: break;
@@ -255,14 +255,10 @@ static void xca_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
 
 const mdl_attn_def mdl_attn_xca = {.hosts = 1u << SF_FAMILY_XCIT, .temperature = 1, .mix = xca_mix, .cost = xca_cost};
 
+/* q̂, k̂ come normalized (token_norm: mdl_attn_fwd splits and normalizes in one pass). */
 static sf_tensor *sima_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
-    /* F.normalize default eps 1e-12 (sima.py) */
-    sf_tensor *qn = mdl_sima_norm(g, q, a->norm, 1e-12f);
-    sf_tensor *kn = mdl_sima_norm(g, k, a->norm, 1e-12f);
-    if (qn != q) sf_tensor_release_data(g, q);
-    if (kn != k) sf_tensor_release_data(g, k);
-    if (a->record_viz && m) mdl_viz_record(m, qn, kn, a->viz_skip);
-    return sf_sima(g, qn, kn, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
+    if (a->record_viz && m) mdl_viz_record(m, q, k, a->viz_skip);
+    return sf_sima(g, q, k, v, m ? m->cfg.sima_order : SF_SIMA_AUTO);
 }
 
 static void sima_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
@@ -276,7 +272,7 @@ static void sima_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {
 const mdl_attn_def mdl_attn_sima = {
     .hosts = 1u << SF_FAMILY_VIT | 1u << SF_FAMILY_XCIT | 1u << SF_FAMILY_CVT,
     .norms = 1u << SF_NORM_L1 | 1u << SF_NORM_L2 | 1u << SF_NORM_NONE,
-    .mix = sima_mix, .cost = sima_cost,
+    .token_norm = 1, .mix = sima_mix, .cost = sima_cost,
 };
 
 /* soft (mdl_attn_soft) is defined in soft.c, next to the SOFT core it shares with the pyramid. */
@@ -291,12 +287,14 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
         k = q;
     } else {
         sf_tensor *qkv = mdl_linear_last_use(g, &a->qkv, x);  // (B, N, 3C)
-        q = sf_heads_split(g, qkv, 3, 0, a->H);
-        k = sf_heads_split(g, qkv, 3, 1, a->H);
+        /* SimA: F.normalize's default eps 1e-12 (sima.py) */
+        const sf_attn_norm qk_norm = kind->token_norm ? a->norm : SF_NORM_NONE;
+        q = mdl_heads_norm(g, qkv, 3, 0, a->H, qk_norm, 1e-12f);
+        k = mdl_heads_norm(g, qkv, 3, 1, a->H, qk_norm, 1e-12f);
         v = sf_heads_split(g, qkv, 3, 2, a->H);
-        /* Memory: the fused qkv output is dead once split (neither the split's nor the
-         * projection's backward reads it), and so are the raw q, k once normalized (the norm's
-         * backward reads its output) and o once merged; their arena chunks are reused at once. */
+        /* Memory: the fused qkv output is dead once split (neither the splits' backward nor
+         * the projection's reads it), and so is o once merged; their arena chunks are reused
+         * at once. */
         sf_tensor_release_data(g, qkv);
     }
     sf_tensor *o = kind->mix(g, m, a, q, k, v);  // (B, H, N, D)

@@ -240,18 +240,17 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
         v = sf_concat_tokens(g, cls, v);
     }
     /* q, k, v are fresh tokens (a concat or permute copy) that only their projection reads */
-    sf_tensor *Q = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_q, q), 1, 0, a->H);  // (B, H, Nq, D)
-    sf_tensor *K = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_k, k), 1, 0, a->H);  // (B, H, Nk, D)
+    /* SimA: Q̂, K̂ normalized as they are split, F.normalize's default eps 1e-12 (as the
+     * ViT/XCiT SimA blocks) */
+    const sf_attn_norm qk_norm = a->kind == SF_ATTN_MSA ? SF_NORM_NONE : c->attn_norm;
+    sf_tensor *Q = mdl_heads_norm(g, mdl_linear_last_use(g, &a->proj_q, q), 1, 0, a->H, qk_norm, 1e-12f);  // (B, H, Nq, D)
+    sf_tensor *K = mdl_heads_norm(g, mdl_linear_last_use(g, &a->proj_k, k), 1, 0, a->H, qk_norm, 1e-12f);  // (B, H, Nk, D)
     sf_tensor *V = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_v, v), 1, 0, a->H);  // (B, H, Nk, D)
     sf_tensor *o;                                                                    // (B, H, Nq, D)
-    if (a->kind == SF_ATTN_MSA) {
+    if (a->kind == SF_ATTN_MSA)
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
-    } else {
-        /* F.normalize default eps 1e-12, as the ViT/XCiT SimA blocks */
-        sf_tensor *qn = mdl_sima_norm(g, Q, c->attn_norm, 1e-12f);
-        sf_tensor *kn = mdl_sima_norm(g, K, c->attn_norm, 1e-12f);
-        o = sf_sima(g, qn, kn, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
-    }
+    else
+        o = sf_sima(g, Q, K, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
     sf_tensor *y = mdl_linear_last_use(g, &a->proj, sf_heads_merge(g, o));  // (B, Nq, C)
     return c->drop_rate > 0 ? sf_dropout(g, y, c->drop_rate) : y;
 }

@@ -81,8 +81,9 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x);
 /* x (B, N, C) -> (B, N, C). */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x);
-/* Normalization of q or k over tokens for SimA. */
-sf_tensor *mdl_sima_norm(sf_ctx *g, sf_tensor *x, sf_attn_norm norm, float eps);
+/* Part `part` of x (B, N, parts·C) split into H heads (B, H, N, D), normalized over tokens
+ * by norm (SimA's q̂, k̂: l1 or l2 in the same pass as the split; none: the plain split). */
+sf_tensor *mdl_heads_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, sf_attn_norm norm, float eps);
 /* (B, C, h, w) <-> (B, h*w, C). */
 sf_tensor *mdl_tokens_from_image(sf_ctx *g, sf_tensor *x);
 sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w);
@@ -161,6 +162,7 @@ typedef struct mdl_attn_def {
     unsigned norms;   /* bit (1u << norm) for each model.attn_norm it takes; 0: it has none */
     int temperature;  /* registers "<prefix>temperature" (H, 1, 1) before qkv (XCA) */
     int q_v;          /* registers "q", "v" (C, C) and "Qnorm_act.0" instead of qkv; k = q (SOFT) */
+    int token_norm;   /* q and k come to mix normalized over tokens by model.attn_norm (SimA) */
     /* q, k, v (B, H, N, D) -> o (B, H, N, D) in a ViT/XCiT block (mdl_attn_fwd) */
     sf_tensor *(*mix)(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v);
     /* MACs of the products (not the Linears) and counters, N tokens of a ViT/XCiT block */

@@ -174,15 +174,15 @@ static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a,
     const int N1 = x->shape[1], H = c->num_heads, D = c->embed_dim / H;
     sf_tensor *u = mdl_ln_fwd(g, &a->norm1, x);            // (B, N+1, C)
     sf_tensor *qkv = mdl_linear_fwd(g, &a->qkv, u);         // (B, N+1, 3C)
-    sf_tensor *q = sf_heads_split(g, qkv, 3, 0, H);         // (B, H, N+1, D)
-    sf_tensor *k = sf_heads_split(g, qkv, 3, 1, H);
+    const int sima = c->attn == SF_ATTN_SIMA;
+    const sf_attn_norm qk_norm = sima ? c->attn_norm : SF_NORM_NONE;
+    sf_tensor *q = mdl_heads_norm(g, qkv, 3, 0, H, qk_norm, 1e-6f);  // (B, H, N+1, D), q̂ for SimA
+    sf_tensor *k = mdl_heads_norm(g, qkv, 3, 1, H, qk_norm, 1e-6f);
     sf_tensor *v = sf_heads_split(g, qkv, 3, 2, H);
     sf_tensor *o;                                           // (B, H, 1, D)
-    if (c->attn == SF_ATTN_SIMA) {
-        sf_tensor *qn = mdl_sima_norm(g, q, c->attn_norm, 1e-6f);
-        sf_tensor *kn = mdl_sima_norm(g, k, c->attn_norm, 1e-6f);
+    if (sima) {
         /* one query row: (q̂₀K̂ᵀ)V costs 2(N+1)D, the cheaper order whatever N and D are */
-        o = sf_sima(g, first_row(g, qn), kn, v, SF_SIMA_QK_FIRST);
+        o = sf_sima(g, first_row(g, q), k, v, SF_SIMA_QK_FIRST);
     } else {
         o = sf_msa(g, first_row(g, q), k, v, 1.0f / sqrtf((float)D));
     }

@@ -156,6 +156,10 @@ static sf_tensor *run_batchnorm2d(golden_case *c) {
                           input(c, "running_var"), input(c, "num_batches"), meta_float(c, "eps"),
                           meta_float(c, "momentum"));
 }
+static sf_tensor *run_heads_split_norm(golden_case *c) {
+    return sf_heads_split_norm(c->g, input(c, "x"), meta_int(c, "parts"), meta_int(c, "part"), meta_int(c, "H"),
+                               meta_int(c, "p"), meta_float(c, "eps"));
+}
 static sf_tensor *run_l1norm_tokens(golden_case *c) {
     return sf_l1norm_tokens(c->g, input(c, "x"), meta_float(c, "eps"));
 }

@@ -187,6 +187,109 @@ static void test_norm_eps_branch(void) {
     }
 }
 
+/* ------------------- head split and token norm in one op (SimA's q̂, k̂) ------------------- */
+
+typedef struct split_norm_args {
+    int H, p, part, fused, all; /* all: q, k normalized and v split from one qkv, weighted */
+    float eps;
+} split_norm_args;
+
+/* The qkv input passes through a scale first when `all` is set: an intermediate tensor has no
+ * gradient yet when the splits run backward, so the three write it together (the gather,
+ * shape.c); a leaf (the gradcheck's, whose gradient exists) takes the accumulating path. */
+static sf_tensor *build_split_norm(sf_ctx *g, sf_tensor **in, void *user) {
+    const split_norm_args *a = user;
+    sf_tensor *x = a->all ? sf_scale(g, in[0], 1.5f) : in[0];
+    if (!a->all) {
+        if (a->fused) return sf_heads_split_norm(g, x, 3, a->part, a->H, a->p, a->eps);
+        sf_tensor *h = sf_heads_split(g, x, 3, a->part, a->H);
+        return a->p == 1 ? sf_l1norm_tokens(g, h, a->eps) : sf_l2norm_tokens(g, h, a->eps);
+    }
+    sf_tensor *q, *k;
+    if (a->fused) {
+        q = sf_heads_split_norm(g, x, 3, 0, a->H, a->p, a->eps);
+        k = sf_heads_split_norm(g, x, 3, 1, a->H, a->p, a->eps);
+    } else {
+        q = sf_heads_split(g, x, 3, 0, a->H);
+        k = sf_heads_split(g, x, 3, 1, a->H);
+        q = a->p == 1 ? sf_l1norm_tokens(g, q, a->eps) : sf_l2norm_tokens(g, q, a->eps);
+        k = a->p == 1 ? sf_l1norm_tokens(g, k, a->eps) : sf_l2norm_tokens(g, k, a->eps);
+    }
+    sf_tensor *v = sf_heads_split(g, x, 3, 2, a->H);
+    return sf_add(g, q, sf_add(g, sf_scale(g, k, 2.0f), sf_scale(g, v, -0.5f)));
+}
+
+/* Output and input gradient of the fused op and of heads_split + l{1,2}norm_tokens, for a
+ * seeded upstream gradient: the same bits. x's channel 1 of the k part is all zero in image
+ * 0 (the eps branch). */
+static void split_norm_bits(const char *what, split_norm_args a, int B, int N, int D) {
+    sf_tensor *x = gc_leaf(3, (int[]){B, N, 3 * a.H * D}, 1);
+    fill_away_from_zero(x, 0.1f);
+    for (int n = 0; n < N; n++) x->data[(size_t)n * 3 * a.H * D + a.H * D + 1] = 0.0f;
+    float *out[2], *grad[2];
+    size_t n_out = 0;
+    for (int f = 0; f < 2; f++) {
+        a.fused = f;
+        sf_ctx g;
+        sf_ctx_init(&g, (size_t)8 << 20);
+        leaf_zero_grad(x);
+        sf_tensor *y = build_split_norm(&g, &x, &a);
+        n_out = y->numel;
+        float *R = malloc(y->numel * sizeof(float));
+        sf_rng r;
+        sf_rng_seed(&r, 77);
+        for (size_t i = 0; i < y->numel; i++) R[i] = sf_rng_normal(&r);
+        out[f] = malloc(y->numel * sizeof(float));
+        memcpy(out[f], y->data, y->numel * sizeof(float));
+        sf_backward_seeded(&g, y, R);
+        grad[f] = malloc(x->numel * sizeof(float));
+        memcpy(grad[f], x->grad, x->numel * sizeof(float));
+        free(R);
+        sf_ctx_free(&g);
+    }
+    CHECK(!memcmp(out[0], out[1], n_out * sizeof(float)), "%s: forward bits differ from split + norm", what);
+    CHECK(!memcmp(grad[0], grad[1], x->numel * sizeof(float)), "%s: gradient bits differ from split + norm", what);
+    for (int f = 0; f < 2; f++) free(out[f]), free(grad[f]);
+    gc_leaf_free(x);
+}
+
+static void test_heads_split_norm(void) {
+    char name[128];
+    for (int p = 1; p <= 2; p++) {
+        /* one part on a leaf (accumulates into its gradient); q, k and v of an intermediate
+         * (the gather writes them together); DeiT-like 197 x 64 slices */
+        for (int part = 0; part < 2; part++) {
+            sf_tensor *x = gc_leaf(3, (int[]){2, 9, 3 * 2 * 5}, 1);
+            fill_away_from_zero(x, 0.1f);
+            split_norm_args a = {.H = 2, .p = p, .part = part, .fused = 1, .eps = EPS_SIMA};
+            snprintf(name, sizeof name, "heads_split_norm %s part %d of 3 (2,9,30)", p == 1 ? "l1norm" : "l2norm", part);
+            gradcheck(name, build_split_norm, &a, &x, 1, (gc_opts){0});
+            gc_leaf_free(x);
+        }
+        sf_tensor *x = gc_leaf(3, (int[]){2, 9, 3 * 2 * 5}, 1);
+        fill_away_from_zero(x, 0.1f);
+        split_norm_args all = {.H = 2, .p = p, .fused = 1, .all = 1, .eps = EPS_SIMA};
+        snprintf(name, sizeof name, "heads_split_norm %s q, k with split v (gather)", p == 1 ? "l1norm" : "l2norm");
+        gradcheck(name, build_split_norm, &all, &x, 1, (gc_opts){0});
+        gc_leaf_free(x);
+        /* the eps branch: eps 1 and a channel whose norm stays below it */
+        x = gc_leaf(3, (int[]){1, 7, 3 * 2 * 4}, 1);
+        fill_away_from_zero(x, 0.3f);
+        for (int n = 0; n < 7; n++) x->data[(size_t)n * 24 + 8 + 1] = (n % 2 ? 0.01f : -0.008f) * (float)(n + 1);
+        split_norm_args eb = {.H = 2, .p = p, .fused = 1, .all = 1, .eps = 1.0f};
+        snprintf(name, sizeof name, "heads_split_norm %s eps branch (gather)", p == 1 ? "l1norm" : "l2norm");
+        gradcheck(name, build_split_norm, &eb, &x, 1, (gc_opts){.max_probe = -1});
+        gc_leaf_free(x);
+
+        split_norm_args one = {.H = 3, .p = p, .part = 1, .eps = 1e-6f};
+        snprintf(name, sizeof name, "heads_split_norm l%d part 1, accumulating", p);
+        split_norm_bits(name, one, 2, 11, 4);
+        split_norm_args both = {.H = 6, .p = p, .all = 1, .eps = EPS_SIMA};
+        snprintf(name, sizeof name, "heads_split_norm l%d q, k, v, gather, (2, 197, 3 x 384)", p);
+        split_norm_bits(name, both, 2, 197, 64);
+    }
+}
+
 /* ---------------------------------- SimA product ---------------------------------- */
 
 typedef struct attn_case {
@@ -690,6 +793,7 @@ int main(void) {
     sf_rng_seed(&rng, 20240611);
     test_norm_gradchecks();
     test_norm_eps_branch();
+    test_heads_split_norm();
     test_sima_gradchecks();
     test_sima_oracles();
     test_sima_resolve();

@@ -33,6 +33,7 @@
     X(LAYERNORM, layernorm) X(BATCHNORM2D, batchnorm2d)                                                      \
     /* attention.c */                                                                                        \
     X(L1NORM_TOKENS, l1norm_tokens) X(L2NORM_TOKENS, l2norm_tokens) X(SIMA, sima) X(MSA, msa) X(XCA, xca)    \
+    X(HEADS_SPLIT_NORM, heads_split_norm)                                                                    \
     /* soft.c */                                                                                             \
     X(GAUSS_KERNEL, gauss_kernel) X(NR_PINV, nr_pinv) X(SOFT_SYMNORM, soft_symnorm)                          \
     /* conv.c */                                                                                             \
@@ -120,6 +121,9 @@ sf_tensor *sf_batchnorm2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b,
  * clamped below by eps (torch F.normalize(x, p, dim=-2, eps)). */
 sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
 sf_tensor *sf_l2norm_tokens(sf_ctx *g, sf_tensor *x, float eps);
+/* sf_l1norm_tokens (p = 1) or sf_l2norm_tokens (p = 2) of sf_heads_split(x, parts, part, H),
+ * the same bits in one pass: SimA's q̂ and k̂ straight from the fused qkv (B, N, parts·H·D). */
+sf_tensor *sf_heads_split_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, int p, float eps);
 
 /* The SimA product orders; AUTO: (QK^T)V when N < D, else Q(K^T V) — the official rule.
  * The enum and sf_sima_order_names (config values, `sfvit info`) follow from this list. */

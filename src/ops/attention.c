@@ -74,11 +74,12 @@ static float *attn_grad_or_null(sf_ctx *g, sf_tensor *t) {
 
 /* One (N, D) slice: s_j = sum_n |x_nj| (p = 1) or sqrt(sum_n x_nj^2) (p = 2);
  * y = x / max(s_j, eps). s keeps the unclamped norm so backward can tell the branches
- * apart (attention.md#l1). */
-static void colnorm_forward(float *y, float *s, const float *x, int N, int D, int p, float eps) {
+ * apart (attention.md#l1). x's rows are ldx floats apart (D for a contiguous slice; a head
+ * inside a fused qkv row for heads_split_norm); y is contiguous. */
+static void colnorm_forward(float *y, float *s, const float *x, size_t ldx, int N, int D, int p, float eps) {
     for (int j = 0; j < D; j++) s[j] = 0.0f;
     for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * D;
+        const float *xr = x + (size_t)n * ldx;
         if (p == 1) {
 #pragma omp simd
             for (int j = 0; j < D; j++) s[j] += fabsf(xr[j]);
@@ -92,7 +93,7 @@ static void colnorm_forward(float *y, float *s, const float *x, int N, int D, in
     /* A true division, not a product with the reciprocal: with one token y = x / |x| must be
      * exactly ±1, or the (zero) gradient of that case picks up rounding noise. */
     for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * D;
+        const float *xr = x + (size_t)n * ldx;
         float *yr = y + (size_t)n * D;
 #pragma omp simd
         for (int j = 0; j < D; j++) yr[j] = xr[j] / (s[j] > eps ? s[j] : eps); // max(s, eps)
@@ -106,12 +107,11 @@ static void colnorm_forward(float *y, float *s, const float *x, int N, int D, in
  *   s_j <= eps: dx_nj += g_nj / eps                      (the clamp is a constant)
  * sign(y) = sign(x) because the divisor is positive. Both branches are one update,
  * dx_nj += a_j (g_nj - dir_nj b_j) with a_j = 1 / max(s_j, eps) and b_j = c_j or 0, so
- * the inner loop has no branch. `drop_norm_term` zeroes b on purpose (SFVIT_BREAK_BACKWARD)
- * so the gradient check can be seen to fail. scratch holds 2 D floats. */
-static void colnorm_backward(float *dx, float *scratch, const float *dy, const float *y,
-                             const float *s, int N, int D, int p, float eps, int drop_norm_term,
-                             int acc) {
-    float *a = scratch, *b = scratch + D; // (D) each
+ * the inner loop has no branch (colnorm_grad_row). `drop_norm_term` zeroes
+ * b on purpose (SFVIT_BREAK_BACKWARD) so the gradient check can be seen to fail. This part
+ * computes a and b (D floats each) of one slice. */
+static void colnorm_coeffs(float *a, float *b, const float *dy, const float *y, const float *s, int N, int D,
+                           float eps, int drop_norm_term) {
     for (int j = 0; j < D; j++) b[j] = 0.0f;
     for (int n = 0; n < N; n++) {
         const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
@@ -122,24 +122,35 @@ static void colnorm_backward(float *dx, float *scratch, const float *dy, const f
         a[j] = 1.0f / fmaxf(s[j], eps);
         if (s[j] <= eps || drop_norm_term) b[j] = 0.0f;
     }
-    for (int n = 0; n < N; n++) {
-        const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
-        float *dr = dx + (size_t)n * D;
-        if (p == 1) {
+}
+
+/* One row: dx_j (+)= a_j (g_j - dir_j b_j), dir = sign(y) for l1 (sign(0) = 0), y for l2. */
+static inline void colnorm_grad_row(float *dr, const float *gr, const float *yr, const float *a, const float *b,
+                                    int D, int p, int acc) {
+    if (p == 1) {
 #pragma omp simd
-            for (int j = 0; j < D; j++) {
-                float dir = (float)(yr[j] > 0.0f) - (float)(yr[j] < 0.0f);
-                float v = a[j] * (gr[j] - dir * b[j]);
-                dr[j] = acc ? dr[j] + v : v;
-            }
-        } else {
+        for (int j = 0; j < D; j++) {
+            float dir = (float)(yr[j] > 0.0f) - (float)(yr[j] < 0.0f);
+            float v = a[j] * (gr[j] - dir * b[j]);
+            dr[j] = acc ? dr[j] + v : v;
+        }
+    } else {
 #pragma omp simd
-            for (int j = 0; j < D; j++) {
-                float v = a[j] * (gr[j] - yr[j] * b[j]);
-                dr[j] = acc ? dr[j] + v : v;
-            }
+        for (int j = 0; j < D; j++) {
+            float v = a[j] * (gr[j] - yr[j] * b[j]);
+            dr[j] = acc ? dr[j] + v : v;
         }
     }
+}
+
+/* The whole backward of one slice into dx, whose rows are ldx floats apart; scratch holds
+ * 2 D floats. */
+static void colnorm_backward(float *dx, size_t ldx, float *scratch, const float *dy, const float *y, const float *s,
+                             int N, int D, int p, float eps, int drop_norm_term, int acc) {
+    float *a = scratch, *b = scratch + D; // (D) each
+    colnorm_coeffs(a, b, dy, y, s, N, D, eps, drop_norm_term);
+    for (int n = 0; n < N; n++)
+        colnorm_grad_row(dx + (size_t)n * ldx, dy + (size_t)n * D, y + (size_t)n * D, a, b, D, p, acc);
 }
 
 typedef struct colnorm_saved {
@@ -156,7 +167,7 @@ static sf_tensor *colnorm_op(sf_ctx *g, sf_tensor *x, float eps, int p, sf_op op
 #pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
     for (int l = 0; l < L; l++) {
         size_t off = (size_t)l * N * D;
-        colnorm_forward(y->data + off, s + (size_t)l * D, x->data + off, N, D, p, eps);
+        colnorm_forward(y->data + off, s + (size_t)l * D, x->data + off, (size_t)D, N, D, p, eps);
     }
     if (sf_needs_grad(g, &x, 1)) {
         sf_node *node = sf_tape_push(g, op, y, &x, 1);
@@ -183,7 +194,7 @@ static void colnorm_op_backward(sf_ctx *g, sf_node *node, int drop_norm_term) {
 #pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
     for (int l = 0; l < L; l++) {
         size_t off = (size_t)l * N * D;
-        colnorm_backward(dx + off, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
+        colnorm_backward(dx + off, (size_t)D, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
                          sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term, acc);
     }
 }
@@ -204,6 +215,74 @@ sf_tensor *sf_l2norm_tokens(sf_ctx *g, sf_tensor *x, float eps) {
 /* attention.md#l2 */
 void sf_l2norm_tokens_backward(sf_ctx *g, sf_node *node) {
     colnorm_op_backward(g, node, sf_break_backward("l2norm_tokens"));
+}
+
+/* ========== head split and token normalization in one pass (SimA's q̂, k̂) ========== */
+
+/* y = the l1 (p = 1) or l2 (p = 2) normalization over tokens of part `part` of x (B, N,
+ * parts·H·D) split into heads (B, H, N, D): the bits of sf_l{1,2}norm_tokens(sf_heads_split(x,
+ * parts, part, H), eps), without writing the unnormalized heads and reading them back. Each
+ * (b, h) slice is read in place from x's rows (stride parts·H·D) for its norms, then again
+ * (from cache: 197 × 64 floats for DeiT-S) for the division. The gradient goes straight into
+ * x's rows as well: with the other splits of x through the gather (shape.c), else here. */
+sf_tensor *sf_heads_split_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, int p, float eps) {
+    char sx[64];
+    SF_ASSERT(x->ndim == 3 && parts >= 1 && part >= 0 && part < parts && H >= 1 &&
+                  x->shape[2] % (parts * H) == 0,
+              "heads_split_norm: x %s cannot split into %d parts of %d heads (part %d)",
+              sf_shape_str(x, sx, sizeof sx), parts, H, part);
+    SF_ASSERT((p == 1 || p == 2) && eps > 0.0f, "heads_split_norm: p = %d (1 or 2), eps = %g (> 0)", p, (double)eps);
+    const int B = x->shape[0], N = x->shape[1], D = x->shape[2] / (parts * H);
+    const size_t W = (size_t)x->shape[2]; /* parts·H·D, laid out [parts][H][D] */
+    sf_tensor *y = sf_tensor_new4(g, B, H, N, D); // (B, H, N, D)
+    float *s = attn_alloc(g, (size_t)B * H * D); // (B, H, D)
+#pragma omp parallel for collapse(2) if (y->numel >= ATTN_OMP_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const size_t l = (size_t)b * H + h;
+            colnorm_forward(y->data + l * N * D, s + l * D, x->data + (size_t)b * N * W + ((size_t)part * H + h) * D,
+                            W, N, D, p, eps);
+        }
+    if (sf_needs_grad(g, &x, 1)) {
+        sf_node *node = sf_tape_push(g, SF_OP_HEADS_SPLIT_NORM, y, &x, 1);
+        colnorm_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
+        sv->norm = s;
+        node->saved = sv;
+        node->iarg[0] = parts; /* iarg[0..2] as heads_split's, for the gather */
+        node->iarg[1] = part;
+        node->iarg[3] = p;
+        node->farg[0] = eps;
+    }
+    return y;
+}
+
+/* Teeth: the same switches as the unfused norms break this one's norm term. */
+static int split_norm_broken(const sf_node *node) {
+    return sf_break_backward(node->iarg[3] == 1 ? "l1norm_tokens" : "l2norm_tokens");
+}
+
+void sf_heads_split_norm_slice_backward(const sf_node *node, int b, int h, float *dx, float *scratch, int acc) {
+    const sf_tensor *x = node->in[0], *y = node->out;
+    const colnorm_saved *sv = node->saved;
+    const int H = y->shape[1], N = y->shape[2], D = y->shape[3], part = node->iarg[1];
+    const size_t W = (size_t)x->shape[2], l = (size_t)b * H + h;
+    colnorm_backward(dx + (size_t)b * N * W + ((size_t)part * H + h) * D, W, scratch, y->grad + l * N * D,
+                     y->data + l * N * D, sv->norm + l * D, N, D, node->iarg[3], node->farg[0],
+                     split_norm_broken(node), acc);
+}
+
+/* attention.md#l1, #l2, into x's rows (the split's backward is a placement) */
+void sf_heads_split_norm_backward(sf_ctx *g, sf_node *node) {
+    if (node->iarg[2]) return; /* already written by a sibling's gather */
+    if (sf_heads_split_gather(g, node)) return;
+    const sf_tensor *y = node->out;
+    const int B = y->shape[0], H = y->shape[1], D = y->shape[3];
+    float *dx = sf_grad(g, node->in[0]); /* exists already (else the gather wrote it): accumulate */
+    float *c = attn_alloc(g, (size_t)sf_thread_slots() * 2 * D); // (threads, 2, D) scratch
+#pragma omp parallel for collapse(2) if (y->numel >= ATTN_OMP_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            sf_heads_split_norm_slice_backward(node, b, h, dx, c + (size_t)sf_thread_slot() * 2 * D, 1);
 }
 
 /* ============================ shared shape checks ============================ */
@@ -496,8 +575,8 @@ sf_tensor *sf_xca(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_tensor
         size_t nd = (size_t)l * N * D, snd = (size_t)s * N * D, sdd = (size_t)s * D * D;
         float tau = temperature->data[l % H];
         float *qn = sv.qn + snd, *kn = sv.kn + snd, *cm = sv.cm + sdd, *p = sv.p + sdd;
-        colnorm_forward(qn, sv.sq + (size_t)s * D, q->data + nd, N, D, 2, XCA_EPS);
-        colnorm_forward(kn, sv.sk + (size_t)s * D, k->data + nd, N, D, 2, XCA_EPS);
+        colnorm_forward(qn, sv.sq + (size_t)s * D, q->data + nd, (size_t)D, N, D, 2, XCA_EPS);
+        colnorm_forward(kn, sv.sk + (size_t)s * D, k->data + nd, (size_t)D, N, D, 2, XCA_EPS);
         sf_gemm_prec(1, 0, D, D, N, 1.0f, qn, kn, 0.0f, cm); // Cm = q̂^T k̂      (D, D)
         for (int i = 0; i < D * D; i++) p[i] = tau * cm[i]; // A = tau Cm
         softmax_rows(p, D, D);                              // P = softmax(A) over key channels
@@ -553,11 +632,11 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         }
         if (dq) {
             sf_gemm_prec(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
-            colnorm_backward(dq + nd, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
+            colnorm_backward(dq + nd, (size_t)D, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
         }
         if (dk) {
             sf_gemm_prec(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
-            colnorm_backward(dk + nd, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
+            colnorm_backward(dk + nd, (size_t)D, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
         }
     }
     attn_par_end(par);

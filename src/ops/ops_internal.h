@@ -108,4 +108,12 @@ static inline __attribute__((always_inline)) float sf_fast_phif(float x, float *
     return x < 0.0f ? half_erfc : 1.0f - half_erfc;
 }
 
+/* heads_split and heads_split_norm: the splits of one x recorded together write x's whole
+ * gradient in one pass (sf_heads_split_gather, shape.c; 0 when that does not apply: x already
+ * has a gradient). sf_heads_split_norm_slice_backward (attention.c): the gradient of slice
+ * (b, h) of a heads_split_norm node written (acc 0) or added (acc 1) at its place in x's
+ * gradient dx; scratch holds 2 D floats. */
+int sf_heads_split_gather(sf_ctx *g, sf_node *node);
+void sf_heads_split_norm_slice_backward(const sf_node *node, int b, int h, float *dx, float *scratch, int acc);
+
 #endif

@@ -174,39 +174,50 @@ sf_tensor *sf_heads_split(sf_ctx *g, sf_tensor *x, int parts, int part, int H) {
 /* Fast path of the split backward when dx does not exist yet: the splits of one x are
  * recorded one after the other (q, k, v), so every consumer of their outputs comes later on
  * the tape and all their gradients are final when the last of them runs its backward. That
- * node then writes the whole dx in one pass: each part from its split's gradient, zeros where
- * a part has no split or no gradient, and marks the sibling nodes done (iarg[2]). This
- * replaces a zero fill and one read-modify-write pass per part. Returns 0 if not applicable. */
-static int heads_split_gather(sf_ctx *g, sf_node *node) {
+ * node then writes the whole dx in one pass, slice by slice: each (b, part, h) block from
+ * its split's gradient (for a heads_split_norm, the normalization's gradient, computed on the
+ * way), zeros where a part has no split or no gradient, and marks the sibling nodes done
+ * (iarg[2]). This replaces a zero fill and one read-modify-write pass per part, and for the
+ * normalized parts the write and reread of their unnormalized gradient. Returns 0 if not
+ * applicable. */
+int sf_heads_split_gather(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0];
     int parts = node->iarg[0];
     if (x->grad || parts > 8) return 0;
-    const float *src[8] = {0}; /* dy of each part, NULL = zeros */
+    const sf_node *src[8] = {0}; /* the split of each part, NULL: none */
     int idx = (int)(node - g->tape);
     for (int j = idx; j >= 0; j--) {
         sf_node *s = &g->tape[j];
-        if (s->op != SF_OP_HEADS_SPLIT || s->in[0] != x || s->iarg[0] != parts) break;
-        src[s->iarg[1]] = s->out->grad;
+        if ((s->op != SF_OP_HEADS_SPLIT && s->op != SF_OP_HEADS_SPLIT_NORM) || s->in[0] != x || s->iarg[0] != parts)
+            break;
+        src[s->iarg[1]] = s;
         s->iarg[2] = 1;
     }
     sf_tensor *y = node->out;
     int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
     size_t W = (size_t)x->shape[2];
     float *dx = sf_arena_alloc(g->arena, x->numel * sizeof(float)); // (B, N, P*H*D)
+    float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * D * sizeof(float));
     x->grad = dx;
-#pragma omp parallel for collapse(2) if (x->numel > SH_OMP_MIN)
+#pragma omp parallel for collapse(3) if (x->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)
-        for (int n = 0; n < N; n++) {
-            float *xr = dx + ((size_t)b * N + n) * W;
-            for (int p = 0; p < parts; p++)
-                for (int h = 0; h < H; h++) {
-                    float *d = xr + ((size_t)p * H + h) * D;
-                    if (src[p])
-                        memcpy(d, src[p] + (((size_t)b * H + h) * N + n) * D, (size_t)D * sizeof(float));
-                    else
-                        memset(d, 0, (size_t)D * sizeof(float));
+        for (int p = 0; p < parts; p++)
+            for (int h = 0; h < H; h++) {
+                const sf_node *s = src[p];
+                const float *dy = s ? s->out->grad : NULL;
+                if (dy && s->op == SF_OP_HEADS_SPLIT_NORM) {
+                    sf_heads_split_norm_slice_backward(s, b, h, dx, scratch + (size_t)sf_thread_slot() * 2 * D, 0);
+                    continue;
                 }
-        }
+                float *d = dx + (size_t)b * N * W + ((size_t)p * H + h) * D;
+                const float *gs = dy ? dy + ((size_t)b * H + h) * N * D : NULL;
+                for (int n = 0; n < N; n++) {
+                    if (gs)
+                        memcpy(d + (size_t)n * W, gs + (size_t)n * D, (size_t)D * sizeof(float));
+                    else
+                        memset(d + (size_t)n * W, 0, (size_t)D * sizeof(float));
+                }
+            }
     return 1;
 }
 
@@ -214,8 +225,8 @@ static int heads_split_gather(sf_ctx *g, sf_node *node) {
  * x's last dim are untouched; their own split nodes fill them). */
 void sf_heads_split_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->out;
-    if (node->iarg[2]) return; /* already written by a sibling's heads_split_gather */
-    if (heads_split_gather(g, node)) return;
+    if (node->iarg[2]) return; /* already written by a sibling's gather */
+    if (sf_heads_split_gather(g, node)) return;
     int part = node->iarg[1];
     int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
     size_t W = (size_t)x->shape[2];

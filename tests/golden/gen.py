@@ -448,6 +448,19 @@ case("quick_gelu", "quick_gelu", {"x": randn(4, 33, std=3.0)}, lambda x: x * tor
 case("conv2d_depthwise_3x3_s2_nobias", "conv2d", {"x": randn(2, 5, 7, 7), "w": randn(5, 1, 3, 3, std=0.3)},
      lambda x, w: F.conv2d(x, w, None, 2, 1, 1, 5), {"stride": 2, "pad": 1, "groups": 5})
 
+# SimA's q̂, k̂ straight from the fused qkv: a head split and the l1/l2 token norm in one op.
+x_hsn = randn(2, 7, 3 * 2 * 4)
+x_hsn[1, :, 1 * 8 + 1 * 4 + 2] = 0.0  # part 1 (k), head 1, channel 2: all zero, the eps branch
+case("heads_split_norm_l1_q", "heads_split_norm", {"x": x_hsn},
+     lambda x: l1n(heads_split(x, 3, 0, 2), 1e-12), {"parts": 3, "part": 0, "H": 2, "p": 1, "eps": "1e-12"})
+case("heads_split_norm_l1_k_zero_channel", "heads_split_norm", {"x": x_hsn},
+     lambda x: l1n(heads_split(x, 3, 1, 2), 1e-6), {"parts": 3, "part": 1, "H": 2, "p": 1, "eps": "1e-06"})
+case("heads_split_norm_l2_k", "heads_split_norm", {"x": randn(2, 5, 3 * 3 * 2)},
+     lambda x: F.normalize(heads_split(x, 3, 1, 3), p=2.0, dim=-2, eps=1e-12),
+     {"parts": 3, "part": 1, "H": 3, "p": 2, "eps": "1e-12"})
+case("heads_split_norm_l1_one_part", "heads_split_norm", {"x": randn(1, 6, 2 * 4)},
+     lambda x: l1n(heads_split(x, 1, 0, 2), 1e-12), {"parts": 1, "part": 0, "H": 2, "p": 1, "eps": "1e-12"})
+
 
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
