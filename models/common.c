@@ -318,13 +318,12 @@ sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w) {
 }
 
 /* Every caller passes a branch output y made by a Linear, dropout or layer-scale product,
- * whose backward reads its inputs, not y; the sum's backward reads no data either. So y (and
- * its drop-path copy) are dead after the sum and their memory is reused. */
+ * whose backward reads its inputs, not y; the sum's backward reads no data either. So y is
+ * dead after the sum and its memory is reused. */
 sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
-    sf_tensor *yd = p > 0 ? sf_drop_path(g, y, p) : y;
-    sf_tensor *out = sf_add(g, x, yd);
-    if (yd != y && yd != x) sf_tensor_release_data(g, yd);
-    if (y != x) sf_tensor_release_data(g, y);
+    if (y == x) return sf_add(g, x, y);
+    sf_tensor *out = sf_residual(g, x, y, p);
+    sf_tensor_release_data(g, y);
     return out;
 }
 

@@ -125,6 +125,9 @@ static sf_tensor *run_dropout(golden_case *c) { return sf_dropout(c->g, input(c,
 static sf_tensor *run_drop_path(golden_case *c) {
     return sf_drop_path(c->g, input(c, "x"), meta_float(c, "p"));
 }
+static sf_tensor *run_residual(golden_case *c) {
+    return sf_residual(c->g, input(c, "x"), input(c, "y"), meta_float(c, "p"));
+}
 static sf_tensor *run_reshape(golden_case *c) {
     int shape[SF_MAX_DIMS];
     int n = meta_ints(c, "shape", shape, SF_MAX_DIMS);

@@ -388,6 +388,70 @@ static sf_tensor *build_reshape_twice(sf_ctx *g, sf_tensor **in, void *u) {
     return sf_add(g, r1, sf_scale(g, r2, 3.0f));
 }
 
+/* ---- residual: x + drop_path(y) in one op ---- */
+
+static sf_tensor *build_residual(sf_ctx *g, sf_tensor **in, void *u) {
+    return sf_residual(g, in[0], in[1], ((drop_args *)u)->p);
+}
+static sf_tensor *build_add_drop_path(sf_ctx *g, sf_tensor **in, void *u) {
+    return sf_add(g, in[0], sf_drop_path(g, in[1], ((drop_args *)u)->p));
+}
+
+/* The fused op against the two ops it replaces, on an intermediate branch (y = 2 y0, so y has
+ * no gradient until the residual's backward) with the same random draws: the same samples
+ * dropped, the output within a rounding (the fused sum may fuse its multiply-add), the same
+ * gradient bits for both inputs. */
+static void residual_vs_composition(float p, int training) {
+    const int B = 6;
+    sf_tensor *in[2] = {LEAF(1, B, 5, 7), LEAF(1, B, 5, 7)};
+    float *out[2], *dx[2], *dy[2];
+    const size_t n = in[0]->numel;
+    float *R = malloc(n * sizeof(float)); /* the upstream gradient, the same for both */
+    for (size_t i = 0; i < n; i++) R[i] = sf_rng_normal(&data_rng);
+    for (int fused = 0; fused < 2; fused++) {
+        sf_ctx g;
+        sf_ctx_init(&g, (size_t)8 << 20);
+        g.training = training;
+        sf_rng_seed(&g.rng, 99);
+        for (int k = 0; k < 2; k++) leaf_grad(in[k], 0.0f);
+        sf_tensor *y = sf_scale(&g, in[1], 2.0f);
+        sf_tensor *ins[2] = {in[0], y};
+        sf_tensor *o = fused ? build_residual(&g, ins, &(drop_args){p}) : build_add_drop_path(&g, ins, &(drop_args){p});
+        out[fused] = malloc(n * sizeof(float));
+        memcpy(out[fused], o->data, n * sizeof(float));
+        sf_backward_seeded(&g, o, R);
+        dx[fused] = malloc(n * sizeof(float));
+        dy[fused] = malloc(n * sizeof(float));
+        memcpy(dx[fused], in[0]->grad, n * sizeof(float));
+        memcpy(dy[fused], in[1]->grad, n * sizeof(float));
+        sf_ctx_free(&g);
+    }
+    free(R);
+    char what[96];
+    snprintf(what, sizeof what, "residual p=%.1f %s: output as add + drop_path", (double)p, training ? "training" : "eval");
+    allclose(what, out[1], out[0], n, 1e-6f, 1e-7f);
+    int dropped = 0;
+    for (int b = 0; b < B; b++) dropped += out[1][(size_t)b * n / B] == in[0]->data[(size_t)b * n / B];
+    CHECK(!training || p == 0 || (dropped > 0 && dropped < B), "residual p=%.1f: %d of %d samples dropped", (double)p,
+          dropped, B);
+    CHECK(!memcmp(dx[0], dx[1], n * sizeof(float)) && !memcmp(dy[0], dy[1], n * sizeof(float)),
+          "residual p=%.1f %s: gradients differ from add + drop_path", (double)p, training ? "training" : "eval");
+    for (int k = 0; k < 2; k++) free(out[k]), free(dx[k]), free(dy[k]);
+    gc_leaf_free(in[0]);
+    gc_leaf_free(in[1]);
+}
+
+static void test_residual(void) {
+    sf_tensor *in[2] = {LEAF(1, 6, 7, 5), LEAF(1, 6, 7, 5)};
+    gradcheck("residual p=0.5 (training)", build_residual, &(drop_args){0.5f}, in, 2, (gc_opts){.training = 1});
+    gradcheck("residual p=0 (training)", build_residual, &(drop_args){0.0f}, in, 2, (gc_opts){.training = 1});
+    gc_leaf_free(in[0]);
+    gc_leaf_free(in[1]);
+    residual_vs_composition(0.5f, 1);
+    residual_vs_composition(0.0f, 1);
+    residual_vs_composition(0.5f, 0);
+}
+
 static void test_reshape(void) {
     sf_tensor *x = LEAF(1, 3, 7, 5);
     reshape_args a = {2, {21, 5}};
@@ -878,6 +942,7 @@ int main(void) {
     test_broadcast();
     test_scale_and_activations();
     test_dropout();
+    test_residual();
     test_reshape();
     test_permute();
     test_write_or_accumulate();

@@ -23,7 +23,7 @@
     /* elementwise.c */                                                                                      \
     X(ADD, add) X(ADD_BROADCAST, add_broadcast) X(MUL_BROADCAST, mul_broadcast) X(SCALE, scale)              \
     X(GELU, gelu) X(GELU_TANH, gelu_tanh) X(QUICK_GELU, quick_gelu) X(RELU, relu) X(ELU1, elu1) X(DROPOUT, dropout)                    \
-    X(DROP_PATH, drop_path)                                                                                  \
+    X(DROP_PATH, drop_path) X(RESIDUAL, residual)                                                            \
     /* shape.c */                                                                                            \
     X(RESHAPE, reshape) X(PERMUTE, permute) X(HEADS_SPLIT, heads_split) X(HEADS_MERGE, heads_merge)          \
     X(SLICE_TOKENS, slice_tokens) X(CONCAT_TOKENS, concat_tokens) X(MEAN_TOKENS, mean_tokens)                \
@@ -86,6 +86,9 @@ sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x);       /* elu(x) + 1 (linear attenti
 sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p);
 /* Per-sample drop path along dim 0 (identity unless g->training). */
 sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p);
+/* x + sf_drop_path(y, p) in one pass, the same numbers and random draws; y is a block's
+ * branch output handed over (nothing else reads it or its gradient). */
+sf_tensor *sf_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 
 /* ---- shape.c ---- */
 /* Same data, new shape (numel equal). */

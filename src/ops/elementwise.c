@@ -11,6 +11,8 @@
  * Derivations: docs/math/basic.md (sections add, broadcast, scale, gelu, gelu-tanh, quick-gelu, relu,
  * elu1, dropout, drop-path).
  *
+ * The residual connection x + DropPath(y) is one op (sf_residual): one pass each way.
+ *
  * Deliberately not here: general numpy broadcasting, in-place variants, fused
  * bias+activation kernels.
  *
@@ -403,4 +405,69 @@ void sf_drop_path_backward(sf_ctx *g, sf_node *node) {
 #pragma omp parallel for if (node->out->numel > EW_OMP_MIN)
     for (int b = 0; b < B; b++)
         for (size_t i = 0; i < S; i++) dx[b * S + i] = (acc ? dx[b * S + i] : 0.0f) + G[b * S + i] * f[b];
+}
+
+/* ---- residual connection ---- */
+
+sf_tensor *sf_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
+    char sx[64], sy[64];
+    SF_ASSERT(sf_same_shape(x, y) && x != y, "residual: x %s and branch y %s must be distinct tensors of one shape",
+              sf_shape_str(x, sx, sizeof sx), sf_shape_str(y, sy, sizeof sy));
+    SF_ASSERT(p >= 0.0f && p <= 1.0f, "residual: drop path p = %g outside [0, 1]", (double)p);
+    const int B = x->shape[0];
+    const size_t S = x->numel / (size_t)B; /* elements per sample */
+    sf_tensor *out = sf_tensor_like(g, x); // (B, S)
+    float *f = NULL;                        // (B) m_b / (1 - p), drawn as sf_drop_path draws it
+    if (g->training && p > 0.0f) {
+        f = sf_arena_alloc(g->arena, (size_t)B * sizeof(float));
+        for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
+    }
+#pragma omp parallel for if (x->numel > EW_OMP_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *xb = x->data + (size_t)b * S, *yb = y->data + (size_t)b * S;
+        float *ob = out->data + (size_t)b * S;
+        if (f) {
+            const float fb = f[b];
+            for (size_t i = 0; i < S; i++) ob[i] = xb[i] + yb[i] * fb;
+        } else {
+            for (size_t i = 0; i < S; i++) ob[i] = xb[i] + yb[i];
+        }
+    }
+    sf_tensor *in[2] = {x, y};
+    if (sf_needs_grad(g, in, 2)) sf_tape_push(g, SF_OP_RESIDUAL, out, in, 2)->saved = f;
+    return out;
+}
+
+/* Forward was out_b = x_b + y_b s_b (s_b = m_b / (1 - p), 1 without drop path), so with
+ * G = dL/dout: dx = G, dy_b = G_b s_b (docs/math/basic.md#residual). As in sf_add, x takes
+ * G's buffer itself when it has no gradient yet; dy is one pass (sf_add's copy of G and drop
+ * path's scaling of it were two). */
+void sf_residual_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *x = node->in[0], *y = node->in[1];
+    float *G = node->out->grad;
+    const float *f = node->saved;
+    const int B = node->out->shape[0];
+    const size_t n = node->out->numel, S = n / (size_t)B;
+    if (x->requires_grad) {
+        if (!x->grad) {
+            x->grad = G;
+        } else {
+#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN)
+            for (size_t i = 0; i < n; i++) x->grad[i] += G[i];
+        }
+    }
+    if (!y->requires_grad) return;
+    if (!y->grad && !(x->requires_grad && x->grad == G) && !f) {
+        y->grad = G; /* x did not take it */
+        return;
+    }
+    int acc;
+    float *dy = sf_grad_dst(g, y, &acc); /* a new dy is written, not read */
+#pragma omp parallel for if (n > EW_OMP_MIN)
+    for (int b = 0; b < B; b++) {
+        const float s = f ? f[b] : 1.0f;
+        const float *Gb = G + (size_t)b * S;
+        float *db = dy + (size_t)b * S;
+        for (size_t i = 0; i < S; i++) db[i] = (acc ? db[i] : 0.0f) + Gb[i] * s;
+    }
 }

@@ -461,6 +461,13 @@ case("heads_split_norm_l2_k", "heads_split_norm", {"x": randn(2, 5, 3 * 3 * 2)},
 case("heads_split_norm_l1_one_part", "heads_split_norm", {"x": randn(1, 6, 2 * 4)},
      lambda x: l1n(heads_split(x, 1, 0, 2), 1e-12), {"parts": 1, "part": 0, "H": 2, "p": 1, "eps": "1e-12"})
 
+# The residual connection x + DropPath(y) as one op: eval mode (drop path the identity), and
+# training with p = 0 (the masks are sfvit's own RNG; gradient checks cover them).
+case("residual_eval", "residual", {"x": randn(3, 4, 5), "y": randn(3, 4, 5)}, lambda x, y: x + y,
+     {"p": "0.2", "training": 0})
+case("residual_p0_training", "residual", {"x": randn(2, 3, 6), "y": randn(2, 3, 6)}, lambda x, y: x + y,
+     {"p": "0", "training": 1})
+
 
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
