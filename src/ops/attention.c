@@ -1,14 +1,15 @@
 /* attention.c — the attention cores with hand-derived backward passes:
- *   - l1 / l2 normalization of each channel across tokens (SimA's Q̂, K̂; XCA's q̂, k̂),
+ *   - l1 / l2 normalization of each channel across tokens (SimA's Q̂, K̂; XCA's q̂, k̂), also
+ *     fused with the head split of the qkv projection (heads_split_norm, what SimA blocks use),
  *   - the SimA product O = Q K^T V, in either multiplication order,
  *   - softmax attention (MSA, class attention, SOFT stage 4),
  *   - XCA, cross-covariance attention, fused (l2 norms, D x D softmax, V P^T).
  * Every matrix product goes through sf_gemm, one (b, h) slice at a time; OpenMP spreads the
  * slices over threads (see attn_par_begin) and threads the non-GEMM loops.
  *
- * Deliberately not here: the q/k/v projections, head split and merge, the output projection
- * (matmul.c, shape.c); attention dropout and masks (no model here uses them); a scale or
- * softmax inside sf_sima (SimA has neither; its normalization is the separate op).
+ * Deliberately not here: the q/k/v projections, the plain head split and merge, the output
+ * projection (matmul.c, shape.c); attention dropout and masks (no model here uses them); a
+ * scale or softmax inside sf_sima (SimA has neither; its normalization is a separate op).
  *
  * Derivations: docs/math/attention.md; comments cite its sections as attention.md#<anchor>.
  *
