@@ -76,7 +76,8 @@ typedef struct bench_result {
     double arena_estimate; /* the same as estimated before the first step (train/memory.c) */
     double train_rss;   /* MiB, process peak after the training steps */
     long prims_warmup, prims_total, dnnl_runs; /* oneDNN primitives created, products run */
-    sf_dnnl_kernel kernels_before[32], kernels_after[32]; /* oneDNN's kernels at the first timed step and the last */
+    /* oneDNN's kernels at the first timed step and after the last */
+    sf_dnnl_kernel kernels_before[SF_DNNL_MAX_KERNELS], kernels_after[SF_DNNL_MAX_KERNELS];
     int n_kernels_before, n_kernels_after;
 } bench_result;
 
@@ -93,7 +94,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     for (int s = -warmup; s < steps; s++) {
         if (s == 0) {
             sf_dnnl_stats(&r->prims_warmup, NULL);
-            r->n_kernels_before = sf_dnnl_kernels(r->kernels_before, 32);
+            r->n_kernels_before = sf_dnnl_kernels(r->kernels_before, SF_DNNL_MAX_KERNELS);
         }
         g.training = 1;
         g.grad_enabled = 1;
@@ -117,7 +118,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = cli_proc_status_mib("VmHWM");
     sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
-    r->n_kernels_after = sf_dnnl_kernels(r->kernels_after, 32);
+    r->n_kernels_after = sf_dnnl_kernels(r->kernels_after, SF_DNNL_MAX_KERNELS);
     r->prims_warmup -= prims_before;
     r->prims_total -= prims_before;
     r->dnnl_runs -= runs_before;
@@ -147,7 +148,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
  * on each, and a warning when any of them is a slow (reference) kernel. */
 static void bench_report_kernels(const bench_result *r) {
     long total = 0;
-    long runs[32], macs[32];
+    long runs[SF_DNNL_MAX_KERNELS], macs[SF_DNNL_MAX_KERNELS];
     for (int i = 0; i < r->n_kernels_after; i++) {
         const sf_dnnl_kernel *k = &r->kernels_after[i];
         runs[i] = k->runs, macs[i] = k->macs;

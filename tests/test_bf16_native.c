@@ -33,8 +33,8 @@ int main(void) {
     sf_threads_init(0);
     /* the bound uses |A||B| of the unrounded operands: rounding changes them by at most 2u */
     compare_products("oneDNN bf16 vs emulation", native, emulated, 2.1 * 0x1p-24, 8 * 0x1p-24);
-    sf_dnnl_kernel k[32];
-    const int nk = sf_dnnl_kernels(k, 32);
+    sf_dnnl_kernel k[SF_DNNL_MAX_KERNELS];
+    const int nk = sf_dnnl_kernels(k, SF_DNNL_MAX_KERNELS);
     long bf16_runs = 0;
     for (int i = 0; i < nk; i++) {
         if (k[i].bf16) bf16_runs += k[i].runs;

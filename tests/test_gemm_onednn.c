@@ -36,13 +36,13 @@ static void slow_kernel_warns(void) {
     text[n] = 0;
     CHECK(rc == 0 && strstr(text, "no optimized kernel for the f32 product 12 x 7 x 5 (A B^T): it runs "),
           "the warning of a slow kernel: got \"%s\"", text);
-    sf_dnnl_kernel k[32];
-    int nk = sf_dnnl_kernels(k, 32);
+    sf_dnnl_kernel k[SF_DNNL_MAX_KERNELS];
+    int nk = sf_dnnl_kernels(k, SF_DNNL_MAX_KERNELS);
     CHECK(nk == 1 && k[0].slow && !k[0].bf16 && k[0].prims == 1 && k[0].runs == 1 && k[0].macs == 12 * 7 * 5,
           "kernel table after one product: %d rows, slow %d, %ld primitives, %ld products, %ld MACs", nk,
           nk ? k[0].slow : -1, nk ? k[0].prims : -1, nk ? k[0].runs : -1, nk ? k[0].macs : -1);
     sf_dnnl_set_slow_pattern("ref");
-    nk = sf_dnnl_kernels(k, 32);
+    nk = sf_dnnl_kernels(k, SF_DNNL_MAX_KERNELS);
     CHECK(nk == 1 && k[0].slow == (strstr(k[0].impl, "ref") != NULL), "the pattern back to \"ref\": %s slow %d",
           nk ? k[0].impl : "?", nk ? k[0].slow : -1);
 }
@@ -62,8 +62,8 @@ int main(void) {
     CHECK(created1 > 0 && created2 == created1, "second round created %ld primitives (first %ld)", created2 - created1,
           created1);
     CHECK(run2 - run1 == run1 - 1, "second round ran %ld products, first %ld", run2 - run1, run1 - 1);
-    sf_dnnl_kernel k[32];
-    const int nk = sf_dnnl_kernels(k, 32);
+    sf_dnnl_kernel k[SF_DNNL_MAX_KERNELS];
+    const int nk = sf_dnnl_kernels(k, SF_DNNL_MAX_KERNELS);
     long prims = 0, runs = 0;
     for (int i = 0; i < nk; i++) {
         prims += k[i].prims, runs += k[i].runs;

@@ -86,6 +86,7 @@ void sf_dnnl_cache_reset(void);
  * prints a warning naming its product. sf_dnnl_kernels copies up to max rows and returns how
  * many; sf_dnnl_set_slow_pattern changes the pattern (the tests use it to see the warning
  * where oneDNN has no reference-kernel product to show). */
+#define SF_DNNL_MAX_KERNELS 32 /* rows of the table; a model uses two or three */
 typedef struct sf_dnnl_kernel {
     char impl[48];
     int bf16, slow;

@@ -378,6 +378,15 @@ void sf_dropout_backward(sf_ctx *g, sf_node *node) {
     for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + (mask[i] ? G[i] * scale : 0.0f);
 }
 
+/* The per-sample factors m_b / (1 - p) of a drop path, B draws from g->rng in sample order
+ * (sf_drop_path and sf_residual draw alike). m_b = 1 when u_b >= p, i.e. timm's
+ * floor(1 - p + u_b). */
+static float *drop_path_scales(sf_ctx *g, int B, float p) {
+    float *f = sf_arena_alloc(g->arena, (size_t)B * sizeof(float)); // (B)
+    for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
+    return f;
+}
+
 sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
     SF_ASSERT(p >= 0.0f && p <= 1.0f, "drop_path: p = %g outside [0, 1]", (double)p);
     if (!g->training || p == 0.0f) return x;
@@ -385,9 +394,7 @@ sf_tensor *sf_drop_path(sf_ctx *g, sf_tensor *x, float p) {
     size_t S = x->numel / (size_t)B; /* elements per sample */
     sf_tensor *y = sf_tensor_like(g, x); // (B, S)
     int record = sf_needs_grad(g, &x, 1);
-    float *f = sf_arena_alloc(g->arena, (size_t)B * sizeof(float)); // (B) m_b / (1-p)
-    /* m_b = 1 when u_b >= p, i.e. timm's floor(1 - p + u_b). */
-    for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
+    float *f = drop_path_scales(g, B, p); // (B) m_b / (1-p)
 #pragma omp parallel for if (x->numel > EW_OMP_MIN)
     for (int b = 0; b < B; b++)
         for (size_t i = 0; i < S; i++) y->data[b * S + i] = x->data[b * S + i] * f[b];
@@ -417,11 +424,7 @@ sf_tensor *sf_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
     const int B = x->shape[0];
     const size_t S = x->numel / (size_t)B; /* elements per sample */
     sf_tensor *out = sf_tensor_like(g, x); // (B, S)
-    float *f = NULL;                        // (B) m_b / (1 - p), drawn as sf_drop_path draws it
-    if (g->training && p > 0.0f) {
-        f = sf_arena_alloc(g->arena, (size_t)B * sizeof(float));
-        for (int b = 0; b < B; b++) f[b] = sf_rng_uniform(&g->rng) >= p ? keep_scale(p) : 0.0f;
-    }
+    float *f = g->training && p > 0.0f ? drop_path_scales(g, B, p) : NULL; // (B) m_b / (1 - p)
 #pragma omp parallel for if (x->numel > EW_OMP_MIN)
     for (int b = 0; b < B; b++) {
         const float *xb = x->data + (size_t)b * S, *yb = y->data + (size_t)b * S;

@@ -35,8 +35,7 @@ static long n_created, n_executed; /* atomics: updated from several threads */
 
 /* Kernels in use: one row per (implementation, data type), shared by all threads. A row is
  * added under the lock when a primitive is created; its counters are atomics. */
-#define MAX_KERNELS 32
-static sf_dnnl_kernel kernels[MAX_KERNELS];
+static sf_dnnl_kernel kernels[SF_DNNL_MAX_KERNELS];
 static int n_kernels;
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 static char slow_pattern[32] = "ref";
@@ -91,7 +90,7 @@ static sf_dnnl_kernel *kernel_row(const char *impl, dnnl_data_type_t dt, int ta,
     if (!row) {
         /* More kinds than rows never happens (a model uses two or three); the last row then
          * collects the rest. */
-        row = &kernels[n_kernels < MAX_KERNELS ? n_kernels++ : MAX_KERNELS - 1];
+        row = &kernels[n_kernels < SF_DNNL_MAX_KERNELS ? n_kernels++ : SF_DNNL_MAX_KERNELS - 1];
         snprintf(row->impl, sizeof row->impl, "%s", impl);
         row->bf16 = bf16;
         row->slow = strstr(impl, slow_pattern) != NULL;
