@@ -31,44 +31,6 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* GFLOP/s of sgemm (through sf_gemm, threaded as the engine threads it) on an (M x K) * (K x N)
- * product, median of a few runs. */
-static double sgemm_gflops(int M, int N, int K) {
-    float *a = sf_aligned_alloc((size_t)M * K * sizeof(float));
-    float *b = sf_aligned_alloc((size_t)K * N * sizeof(float));
-    float *c = sf_aligned_alloc((size_t)M * N * sizeof(float));
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
-    double t[7];
-    for (int r = 0; r < 8; r++) {
-        double t0 = sf_now();
-        sf_gemm(0, 1, M, N, K, 1.0f, a, b, 0.0f, c); /* the engine's entry: its threading */
-        if (r > 0) t[r - 1] = sf_now() - t0;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return 2.0 * M * N * K / median(t, 7) * 1e-9;
-}
-
-/* The same for bf16 operands through oneDNN (only where sf_dnnl_bf16_native). */
-static double bf16_gflops(int M, int N, int K) {
-    uint16_t *a = sf_aligned_alloc((size_t)M * K * sizeof *a), *b = sf_aligned_alloc((size_t)K * N * sizeof *b);
-    float *c = sf_aligned_alloc((size_t)M * N * sizeof(float));
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = sf_bf16_from_f32((float)(i % 7) * 0.1f);
-    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = sf_bf16_from_f32((float)(i % 5) * 0.1f);
-    double t[7];
-    for (int r = 0; r < 8; r++) {
-        double t0 = sf_now();
-        sf_dnnl_gemm_bf16(0, 1, M, N, K, 1.0f, a, b, 0.0f, c);
-        if (r > 0) t[r - 1] = sf_now() - t0;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return 2.0 * M * N * K / median(t, 7) * 1e-9;
-}
-
 /* What one bench run measured (medians over the timed steps, seconds). */
 typedef struct bench_result {
     double forward, backward, optimizer, inference;
@@ -189,7 +151,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     int width = staged ? mc->embed_dims[0] : mc->embed_dim;
     int tokens = staged ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
     int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
-    double peak = sgemm_gflops(B * tokens, hidden, width);
+    double peak = sf_gemm_rate(0, B * tokens, hidden, width);
     const char *core = getenv("OPENBLAS_CORETYPE");
     printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s\n",
            mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)");
@@ -212,7 +174,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     bench_report_kernels(r);
     /* bf16 products: the rate of the largest product with bf16 operands, where native. */
     const char *why = NULL;
-    double bf16_peak = sf_dnnl_bf16_native(&why) ? bf16_gflops(B * tokens, hidden, width) : 0.0;
+    double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, B * tokens, hidden, width) : 0.0;
     if (bf16_peak > 0)
         printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s\n", B * tokens, hidden, width, bf16_peak);
     else

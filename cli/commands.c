@@ -98,7 +98,7 @@ int sf_cmd_info(int argc, char **argv) {
     }
     if (rc != 0 || sf_config_validate(&cfg) != 0) return 1;
     sf_model_info(&cfg.model, stdout);
-    char kernels[512];
+    char kernels[768];
     sf_kernels_describe(kernels, sizeof kernels);
     printf("precision: %s   kernels: %s\n", cfg.train.precision, kernels);
     return 0;

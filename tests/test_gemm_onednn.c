@@ -4,16 +4,45 @@
  * primitive cache: a second round of the same products creates no primitive. And the kernel
  * table (sf_dnnl_kernels): it accounts for every primitive and product, none of these products
  * runs on oneDNN's reference kernel, and a primitive on a kernel counted as slow prints a
- * warning naming its product.
+ * warning naming its product. And which of OpenBLAS's kernel sets SFVIT_GEMM=auto replaces
+ * by oneDNN (sf_openblas_core_fallback).
  * Skipped (exit 77) in a build without oneDNN. */
 #include "test_gemm_dnnl_common.h"
 
+#include <cblas.h>
 #include <unistd.h>
 
+/* OpenBLAS itself, not sf_gemm: auto sends products to oneDNN where OpenBLAS lacks kernels
+ * for the CPU. */
 static int openblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B, float beta,
                     float *C) {
-    sf_gemm(ta, tb, M, N, K, alpha, A, B, beta, C); /* SFVIT_GEMM is unset in the suite: OpenBLAS */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                ta ? M : K, B, tb ? K : N, beta, C, N);
     return 0;
+}
+
+/* Which OpenBLAS kernel sets auto replaces by oneDNN, and the OPENBLAS_CORETYPE it suggests. */
+static void openblas_fallback_cases(void) {
+    static const struct {
+        const char *core;
+        int avx2, avx512, bf16, amd;
+        const char *hint;
+    } cases[] = {
+        {"Prescott", 1, 1, 1, 0, "Cooperlake"}, /* Debian's 0.3.21 on an Emerald Rapids Xeon */
+        {"Prescott", 1, 1, 0, 0, "SkylakeX"},   {"Core2", 1, 0, 0, 0, "Haswell"},
+        {"Sandybridge", 1, 0, 0, 1, "Zen"},     {"Prescott", 0, 0, 0, 0, NULL}, /* an old CPU: its kernels fit */
+        {"Haswell", 1, 0, 0, 0, NULL},          {"Zen", 1, 1, 1, 1, NULL},
+        {"SkylakeX", 1, 1, 0, 0, NULL},         {"cooperlake", 1, 1, 1, 0, NULL},
+        {"SapphireRapids", 1, 1, 1, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *h =
+            sf_openblas_core_fallback(cases[i].core, cases[i].avx2, cases[i].avx512, cases[i].bf16, cases[i].amd);
+        CHECK((h == NULL) == (cases[i].hint == NULL) && (!h || !strcmp(h, cases[i].hint)),
+              "OpenBLAS %s kernels on a CPU with avx2 %d avx512 %d bf16 %d amd %d: hint %s, expected %s", cases[i].core,
+              cases[i].avx2, cases[i].avx512, cases[i].bf16, cases[i].amd, h ? h : "none",
+              cases[i].hint ? cases[i].hint : "none");
+    }
 }
 
 /* The first f32 product with every kernel name counted as slow: its warning, read back from
@@ -54,6 +83,7 @@ int main(void) {
     }
     sf_threads_init(0);
     slow_kernel_warns();
+    openblas_fallback_cases();
     compare_products("oneDNN f32 vs OpenBLAS", sf_dnnl_gemm_f32, openblas, 2 * 0x1p-24, 8 * 0x1p-24);
     long created1, created2, run1, run2;
     sf_dnnl_stats(&created1, &run1);

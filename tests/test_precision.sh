@@ -10,6 +10,7 @@
 #   weights and moments), and differs from fp32 (the rounding is in effect);
 # - checkpoints interchange: an fp32 run resumed in bf16_emulated and a bf16_emulated run
 #   resumed in fp32 both finish; eval and bench take the key; ablate takes it as an axis.
+# - fp32 products: auto uses oneDNN where OpenBLAS has only pre-AVX2 kernels for the CPU.
 # Usage: test_precision.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -31,7 +32,7 @@ check "an unknown SFVIT_GEMM stops the command (exit 2)" test $rc -eq 2
 check "the message names SFVIT_GEMM and its values" grep -q "SFVIT_GEMM=bogus: expected auto, openblas or onednn" <<< "$out"
 native=0
 grep -q "bf16 matmul: .*(native)" <<< "$info" && native=1
-echo "native bf16 here: $native ($(grep -o 'oneDNN.*' <<< "$info"))"
+echo "native bf16 here: $native ($(grep -o 'oneDNN [0-9].*' <<< "$info"))"
 
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=bf16 train.precision=bf16 train.max_steps=2 2>&1); rc=$?
 if [ $native -eq 0 ]; then
@@ -118,6 +119,18 @@ if ! grep -q "oneDNN: not built in" <<< "$info"; then
   check "bench with SFVIT_GEMM=onednn names the kernels of its steps" \
     bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* f32 [0-9]* products" <<< "$1"' _ "$out" $rc
   check "no f32 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"
+  # OpenBLAS's generic kernels on an AVX2 CPU (what an OpenBLAS too old for the CPU picks):
+  # auto sends fp32 products to oneDNN and says why; SFVIT_GEMM=openblas still gets OpenBLAS.
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    out=$(OPENBLAS_CORETYPE=Prescott "$SFVIT" bench "$BASE" train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
+    check "OpenBLAS on Prescott kernels: auto names oneDNN and the OPENBLAS_CORETYPE to set" \
+      bash -c 'test $2 -eq 0 && grep -q "fp32 products: oneDNN f32 matmul (SFVIT_GEMM=auto: OpenBLAS has only its generic Prescott kernels for this CPU; OPENBLAS_CORETYPE=[A-Za-z]* gives" <<< "$1"' _ "$out" $rc
+    check "... and the steps' products ran in oneDNN" grep -q "oneDNN kernels in the timed steps: [^ ]* f32 [0-9]* products" <<< "$out"
+    out=$(OPENBLAS_CORETYPE=Prescott SFVIT_GEMM=openblas "$SFVIT" info "$BASE" 2>&1)
+    check "SFVIT_GEMM=openblas keeps OpenBLAS's Prescott kernels" grep -q "fp32 products: OpenBLAS sgemm, Prescott kernels (SFVIT_GEMM=openblas)" <<< "$out"
+    out=$(OPENBLAS_CORETYPE=Haswell "$SFVIT" info "$BASE" 2>&1)
+    check "OpenBLAS on AVX2 kernels: auto keeps it" grep -q "fp32 products: OpenBLAS sgemm, Haswell kernels (SFVIT_GEMM=auto)" <<< "$out"
+  fi
   if [ $native -eq 1 ]; then
     out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
     check "bench in bf16 names the bf16 kernels of its steps" \

@@ -58,6 +58,16 @@ void sf_bf16_weights_clear(void);
 typedef enum { SF_GEMM_AUTO = 0, SF_GEMM_OPENBLAS, SF_GEMM_ONEDNN } sf_gemm_backend;
 sf_gemm_backend sf_gemm_backend_get(void);
 const char *sf_gemm_backend_name(sf_gemm_backend b);
+/* What computes fp32 products, one phrase: the backend, OpenBLAS's kernel set, and why auto
+ * chose oneDNN when it did (OpenBLAS without a kernel set for this CPU). */
+void sf_gemm_describe(char *buf, size_t size);
+/* GFLOP/s of one (M x K) (K x N)^T product, median of 7 after a warm-up: fp32 through sf_gemm
+ * (the backend and threading in effect) or bf16 operands through oneDNN (0 where it has no
+ * bf16 kernel). sfvit bench's ceilings and the start of a bf16 run measure with it. */
+double sf_gemm_rate(int bf16, int M, int N, int K);
+/* The OPENBLAS_CORETYPE a CPU with these features should use when OpenBLAS runs the kernel
+ * set core on it and that set is older than AVX2 (auto then prefers oneDNN), else NULL. */
+const char *sf_openblas_core_fallback(const char *core, int cpu_avx2, int cpu_avx512, int cpu_bf16, int cpu_amd);
 
 /* oneDNN (src/ops/gemm_dnnl.c). sf_dnnl_available: built with oneDNN (-Ddnnl). */
 int sf_dnnl_available(void);

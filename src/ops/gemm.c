@@ -12,7 +12,11 @@
  * Backends (SFVIT_GEMM): auto (the default) and openblas use OpenBLAS as above; onednn sends
  * every fp32 product to oneDNN's f32 matmul (src/ops/gemm_dnnl.c). auto keeps OpenBLAS for
  * every shape: on AVX2 oneDNN's f32 matmul wins small products in a loop but loses whole
- * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). Products that follow
+ * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). One exception: OpenBLAS
+ * picks its kernels from a table of CPU models, and a model newer than the library (Debian's
+ * 0.3.21 on an Emerald Rapids Xeon) gets its generic Prescott (SSE3) kernels, 3-5x slower
+ * than its AVX-512 ones. auto then sends fp32 products to oneDNN, which goes by the CPU's
+ * feature bits, and says so (sf_gemm_describe). Products that follow
  * train.precision go through sf_gemm_prec (src/ops/bf16.c) and end here in fp32 or in oneDNN
  * in bf16.
  *
@@ -23,8 +27,10 @@
 #include "sfvit/precision.h"
 
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -38,8 +44,33 @@ static void gemm_one(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* OpenBLAS's kernel sets that use AVX2 or wider (openblas_get_corename). */
+static const char *const openblas_avx2_cores[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids",
+                                                  "Excavator"};
+
+const char *sf_openblas_core_fallback(const char *core, int cpu_avx2, int cpu_avx512, int cpu_bf16, int cpu_amd) {
+    if (!cpu_avx2 || !core) return NULL;
+    for (size_t i = 0; i < sizeof openblas_avx2_cores / sizeof *openblas_avx2_cores; i++)
+        if (!strcasecmp(core, openblas_avx2_cores[i])) return NULL;
+    return cpu_avx512 ? (cpu_bf16 ? "Cooperlake" : "SkylakeX") : cpu_amd ? "Zen" : "Haswell";
+}
+
+/* The OPENBLAS_CORETYPE this CPU should have, when OpenBLAS runs pre-AVX2 kernels on a CPU
+ * with AVX2 and FMA; NULL when its kernels fit. */
+static const char *openblas_core_hint(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return sf_openblas_core_fallback(openblas_get_corename(), avx2, __builtin_cpu_supports("avx512f"),
+                                     __builtin_cpu_supports("avx512bf16"), __builtin_cpu_is("amd"));
+#else
+    return NULL;
+#endif
+}
+
+static int backend = -1, auto_onednn; /* auto_onednn: auto sends fp32 products to oneDNN */
+
 sf_gemm_backend sf_gemm_backend_get(void) {
-    static int backend = -1;
     if (backend < 0) {
         const char *e = getenv("SFVIT_GEMM");
         if (!e || !*e || !strcmp(e, "auto")) backend = SF_GEMM_AUTO;
@@ -53,8 +84,29 @@ sf_gemm_backend sf_gemm_backend_get(void) {
             sf_warn("SFVIT_GEMM=onednn: sfvit was built without oneDNN; using OpenBLAS");
             backend = SF_GEMM_AUTO;
         }
+        if (backend == SF_GEMM_AUTO && openblas_core_hint()) {
+            auto_onednn = sf_dnnl_available();
+            if (!auto_onednn)
+                sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which it does not recognize: products "
+                        "run several times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
+                        openblas_get_corename(), openblas_core_hint());
+        }
     }
     return (sf_gemm_backend)backend;
+}
+
+void sf_gemm_describe(char *buf, size_t size) {
+    const sf_gemm_backend b = sf_gemm_backend_get();
+    if (b == SF_GEMM_ONEDNN)
+        snprintf(buf, size, "oneDNN f32 matmul (SFVIT_GEMM=onednn)");
+    else if (auto_onednn)
+        snprintf(buf, size,
+                 "oneDNN f32 matmul (SFVIT_GEMM=auto: OpenBLAS has only its generic %s kernels for this CPU; "
+                 "OPENBLAS_CORETYPE=%s gives it its fast ones)",
+                 openblas_get_corename(), openblas_core_hint());
+    else
+        snprintf(buf, size, "OpenBLAS sgemm, %s kernels (SFVIT_GEMM=%s)", openblas_get_corename(),
+                 sf_gemm_backend_name(b));
 }
 
 const char *sf_gemm_backend_name(sf_gemm_backend b) {
@@ -63,7 +115,7 @@ const char *sf_gemm_backend_name(sf_gemm_backend b) {
 
 void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              const float *B, float beta, float *C) {
-    if (sf_gemm_backend_get() == SF_GEMM_ONEDNN &&
+    if ((sf_gemm_backend_get() == SF_GEMM_ONEDNN || auto_onednn) &&
         sf_dnnl_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C) == 0)
         return;
     int lda = trans_a ? M : K;
@@ -98,4 +150,35 @@ void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     }
 #endif
     gemm_one(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double sf_gemm_rate(int bf16, int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)K * N;
+    float *a = sf_aligned_alloc(na * sizeof *a), *b = sf_aligned_alloc(nb * sizeof *b);
+    float *c = sf_aligned_alloc((size_t)M * N * sizeof *c);
+    uint16_t *a16 = sf_aligned_alloc(na * sizeof *a16), *b16 = sf_aligned_alloc(nb * sizeof *b16);
+    for (size_t i = 0; i < na; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < nb; i++) b[i] = (float)(i % 5) * 0.1f;
+    sf_bf16_convert(a, a16, na);
+    sf_bf16_convert(b, b16, nb);
+    enum { RUNS = 7 };
+    double t[RUNS];
+    int ok = 1;
+    for (int r = -1; r < RUNS && ok; r++) { /* r = -1: warm-up (primitive creation, caches) */
+        const double t0 = sf_now();
+        if (bf16)
+            ok = sf_dnnl_gemm_bf16(0, 1, M, N, K, 1.0f, a16, b16, 0.0f, c) == 0;
+        else
+            sf_gemm(0, 1, M, N, K, 1.0f, a, b, 0.0f, c); /* the engine's entry: its backend, its threading */
+        if (r >= 0) t[r] = sf_now() - t0;
+    }
+    free(a), free(b), free(c), free(a16), free(b16);
+    if (!ok) return 0.0;
+    qsort(t, RUNS, sizeof *t, cmp_double);
+    return 2.0 * M * N * K / t[RUNS / 2] * 1e-9;
 }
