@@ -48,6 +48,12 @@ if [ $native -eq 0 ]; then
 else
   check "bf16 with native bf16: trains" test $rc -eq 0
   check "bf16 with native bf16: says bf16" grep -q "^precision: bf16 " <<< "$out"
+  # Both rates measured before training; a warning exactly when bf16 is the slower.
+  rates=$(sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$out")
+  check "bf16 with native bf16: the bf16 and fp32 product rates are printed" test -n "$rates"
+  slower=0; [ -n "$rates" ] && [ ${rates% *} -lt ${rates#* } ] && slower=1
+  warned=0; grep -q "warning: bf16 products run slower than fp32 ones on this CPU" <<< "$out" && warned=1
+  check "bf16 with native bf16: warns exactly when bf16 is slower ($rates)" test $slower -eq $warned
 fi
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
