@@ -87,8 +87,8 @@ sf_gemm_backend sf_gemm_backend_get(void) {
         if (backend == SF_GEMM_AUTO && openblas_core_hint()) {
             auto_onednn = sf_dnnl_available();
             if (!auto_onednn)
-                sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which it does not recognize: products "
-                        "run several times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
+                sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which has AVX2: products run several "
+                        "times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
                         openblas_get_corename(), openblas_core_hint());
         }
     }
