@@ -27,6 +27,7 @@
 #include "sfvit/precision.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,30 +69,35 @@ static const char *openblas_core_hint(void) {
 #endif
 }
 
-static int backend = -1, auto_onednn; /* auto_onednn: auto sends fp32 products to oneDNN */
+static int backend, auto_onednn; /* auto_onednn: auto sends fp32 products to oneDNN */
+static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
+
+/* Once per process: the first product may come from several threads of an attention op at
+ * the same time, and none may see the backend before auto_onednn is set. */
+static void backend_init(void) {
+    const char *e = getenv("SFVIT_GEMM");
+    if (!e || !*e || !strcmp(e, "auto")) backend = SF_GEMM_AUTO;
+    else if (!strcmp(e, "openblas")) backend = SF_GEMM_OPENBLAS;
+    else if (!strcmp(e, "onednn")) backend = SF_GEMM_ONEDNN;
+    else {
+        sf_warn("SFVIT_GEMM=%s is not one of auto, openblas, onednn: using auto", e);
+        backend = SF_GEMM_AUTO;
+    }
+    if (backend == SF_GEMM_ONEDNN && !sf_dnnl_available()) {
+        sf_warn("SFVIT_GEMM=onednn: sfvit was built without oneDNN; using OpenBLAS");
+        backend = SF_GEMM_AUTO;
+    }
+    if (backend == SF_GEMM_AUTO && openblas_core_hint()) {
+        auto_onednn = sf_dnnl_available();
+        if (!auto_onednn)
+            sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which has AVX2: products run several "
+                    "times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
+                    openblas_get_corename(), openblas_core_hint());
+    }
+}
 
 sf_gemm_backend sf_gemm_backend_get(void) {
-    if (backend < 0) {
-        const char *e = getenv("SFVIT_GEMM");
-        if (!e || !*e || !strcmp(e, "auto")) backend = SF_GEMM_AUTO;
-        else if (!strcmp(e, "openblas")) backend = SF_GEMM_OPENBLAS;
-        else if (!strcmp(e, "onednn")) backend = SF_GEMM_ONEDNN;
-        else {
-            sf_warn("SFVIT_GEMM=%s is not one of auto, openblas, onednn: using auto", e);
-            backend = SF_GEMM_AUTO;
-        }
-        if (backend == SF_GEMM_ONEDNN && !sf_dnnl_available()) {
-            sf_warn("SFVIT_GEMM=onednn: sfvit was built without oneDNN; using OpenBLAS");
-            backend = SF_GEMM_AUTO;
-        }
-        if (backend == SF_GEMM_AUTO && openblas_core_hint()) {
-            auto_onednn = sf_dnnl_available();
-            if (!auto_onednn)
-                sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which has AVX2: products run several "
-                        "times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
-                        openblas_get_corename(), openblas_core_hint());
-        }
-    }
+    pthread_once(&backend_once, backend_init);
     return (sf_gemm_backend)backend;
 }
 
