@@ -37,20 +37,58 @@ uint16_t sf_bf16_from_f32(float x) { return to_bf16(x); }
 float sf_f32_from_bf16(uint16_t h) { return from_bf16(h); }
 float sf_bf16_round(float x) { return from_bf16(to_bf16(x)); }
 
+/* The conversions: one vector loop each over a span, run on the calling thread for small n
+ * or inside a parallel region (an attention slice's product), else split over the team. Not
+ * one `parallel for simd if (...)`: without the `parallel :` modifier the condition governs
+ * the simd part too and a false one leaves the loop scalar (5x slower), and even with it a
+ * serialized region inside a parallel one costs as much as converting a head's slice. */
+#define BF16_OMP_MIN ((size_t)1 << 16)
+
+typedef void (*span_fn)(const void *x, void *y, size_t n);
+
+static void over_team(span_fn f, const void *x, size_t x_size, void *y, size_t y_size, size_t n) {
+    if (n < BF16_OMP_MIN || omp_in_parallel()) {
+        f(x, y, n);
+        return;
+    }
+#pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        const size_t lo = n * t / T, hi = n * (t + 1) / T;
+        f((const char *)x + lo * x_size, (char *)y + lo * y_size, hi - lo);
+    }
+}
+
+static void convert_span(const void *x, void *y, size_t n) {
+    const float *restrict xs = x;
+    uint16_t *restrict ys = y;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) ys[i] = to_bf16(xs[i]);
+}
+
+static void round_span(const void *x, void *y, size_t n) {
+    const float *restrict xs = x;
+    float *restrict ys = y;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) ys[i] = from_bf16(to_bf16(xs[i]));
+}
+
+static void widen_span(const void *x, void *y, size_t n) {
+    const uint16_t *restrict xs = x;
+    float *restrict ys = y;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) ys[i] = from_bf16(xs[i]);
+}
+
 void sf_bf16_convert(const float *x, uint16_t *y, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) y[i] = to_bf16(x[i]);
+    over_team(convert_span, x, sizeof *x, y, sizeof *y, n);
 }
 
 void sf_bf16_round_into(const float *x, float *y, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) y[i] = from_bf16(to_bf16(x[i]));
+    over_team(round_span, x, sizeof *x, y, sizeof *y, n);
 }
 
-static void widen(const uint16_t *x, float *y, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= (1u << 16) && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) y[i] = from_bf16(x[i]);
-}
+static void widen(const uint16_t *x, float *y, size_t n) { over_team(widen_span, x, sizeof *x, y, sizeof *y, n); }
 
 /* ---- precision ---- */
 
