@@ -159,12 +159,13 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
     return sf_conv2d(g, x, l->w, l->b, l->stride, l->pad, l->groups);
 }
 
-/* no default: an activation added to SF_ACTS is a -Wswitch warning until it has a case */
-static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
+/* to_linear: the output goes only into a linear layer's last use (the *_to_linear ops).
+ * No default: an activation added to SF_ACTS is a -Wswitch warning until it has a case. */
+static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x, int to_linear) {
     switch (act) {
-    case SF_ACT_GELU: return sf_gelu(g, x);
-    case SF_ACT_RELU: return sf_relu(g, x);
-    case SF_ACT_QUICK_GELU: return sf_quick_gelu(g, x);
+    case SF_ACT_GELU: return to_linear ? sf_gelu_to_linear(g, x) : sf_gelu(g, x);
+    case SF_ACT_RELU: return to_linear ? sf_relu_to_linear(g, x) : sf_relu(g, x);
+    case SF_ACT_QUICK_GELU: return to_linear ? sf_quick_gelu_to_linear(g, x) : sf_quick_gelu(g, x);
     case SF_ACT_COUNT: break;
     }
     SF_ASSERT(0, "activation %d", (int)act);
@@ -176,9 +177,10 @@ static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
 }
 
 /* timm Mlp: fc2(drop(act(fc1 x))) then drop. Every activation's backward reads its input
- * and dropout's its mask, so the activation's output is dead once fc2 (or dropout) read it. */
+ * and dropout's its mask, so the activation's output is dead once fc2 (or dropout) read it;
+ * without dropout fc2 is its only reader, so in bf16 it is made in bf16 alone. */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
-    sf_tensor *a = act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x));
+    sf_tensor *a = act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x), l->drop <= 0);
     sf_tensor *h = dropout(g, a, l->drop);
     if (h != a) sf_tensor_release_data(g, a);
     return dropout(g, mdl_linear_last_use(g, &l->fc2, h), l->drop);
@@ -298,7 +300,7 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
         sf_tensor_release_data(g, qkv);
     }
     sf_tensor *o = kind->mix(g, m, a, q, k, v);  // (B, H, N, D)
-    sf_tensor *merged = sf_heads_merge(g, o);  // (B, N, C)
+    sf_tensor *merged = sf_heads_merge_to_linear(g, o);  // (B, N, C)
     sf_tensor_release_data(g, o);
     sf_tensor *y = mdl_linear_last_use(g, &a->proj, merged);  // (B, N, C)
     return dropout(g, y, a->drop);

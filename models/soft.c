@@ -267,7 +267,7 @@ static sf_tensor *soft_layer_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_la
                                                        mdl_linear_fwd(g, &l->wv, x), Hs, Ws));
     if (l->drop > 0) a = sf_dropout(g, a, l->drop);
     sf_tensor *h = mdl_ln_fwd(g, &l->norm1, sf_add(g, a, x));
-    sf_tensor *f = mdl_linear_last_use(g, &l->ff2, sf_gelu_tanh(g, mdl_linear_fwd(g, &l->ff1, h)));
+    sf_tensor *f = mdl_linear_last_use(g, &l->ff2, sf_gelu_tanh_to_linear(g, mdl_linear_fwd(g, &l->ff1, h)));
     if (l->drop > 0) f = sf_dropout(g, f, l->drop);
     return mdl_ln_fwd(g, &l->norm2, sf_add(g, f, h));
 }
@@ -280,7 +280,7 @@ static sf_tensor *block4_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_block4
     sf_tensor *kv = mdl_linear_fwd(g, &b->kv, u);                             // (B, N, 2C)
     sf_tensor *o = sf_msa(g, q, sf_heads_split(g, kv, 2, 0, H), sf_heads_split(g, kv, 2, 1, H),
                           1.0f / sqrtf((float)D));
-    sf_tensor *a = mdl_linear_last_use(g, &b->proj, sf_heads_merge(g, o));
+    sf_tensor *a = mdl_linear_last_use(g, &b->proj, sf_heads_merge_to_linear(g, o));
     if (c->drop_rate > 0) a = sf_dropout(g, a, c->drop_rate);
     x = mdl_residual(g, x, a, b->drop_path);
     return mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);

@@ -186,7 +186,7 @@ static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a,
     } else {
         o = sf_msa(g, first_row(g, q), k, v, 1.0f / sqrtf((float)D));
     }
-    sf_tensor *cls = mdl_linear_last_use(g, &a->proj, sf_heads_merge(g, o));  // (B, 1, C)
+    sf_tensor *cls = mdl_linear_last_use(g, &a->proj, sf_heads_merge_to_linear(g, o));  // (B, 1, C)
     if (c->drop_rate > 0) cls = sf_dropout(g, cls, c->drop_rate);
     sf_tensor *att = sf_concat_tokens(g, cls, sf_slice_tokens(g, u, 1, N1 - 1));  // (B, N+1, C)
     x = sf_add(g, x, sf_mul_broadcast(g, att, a->gamma1));

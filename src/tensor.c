@@ -201,11 +201,18 @@ sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3) {
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t) { return sf_tensor_new(g, t->ndim, t->shape); }
 
 
+/* The arena p came from: in an evaluation scope, a tensor from before it lives in the outer one. */
+static sf_arena *arena_of(sf_ctx *g, const void *p) {
+    return g->scope_depth && !arena_owns(g->arena, p) ? g->outer : g->arena;
+}
+
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
+    if (t->data16) {
+        sf_arena_release(arena_of(g, t->data16), t->data16, t->numel * sizeof *t->data16);
+        t->data16 = NULL;
+    }
     if (!t->data) return;
-    /* in an evaluation scope, a tensor from before it lives in the outer arena */
-    sf_arena *a = g->scope_depth && !arena_owns(g->arena, t->data) ? g->outer : g->arena;
-    sf_arena_release(a, t->data, t->numel * sizeof(float));
+    sf_arena_release(arena_of(g, t->data), t->data, t->numel * sizeof(float));
     t->data = NULL;
 }
 

@@ -366,6 +366,106 @@ static void test_linear_last_use(void) {
     gc_leaf_free(b);
 }
 
+/* ---- 5. outputs made for the next linear layer (the *_to_linear ops) ---- */
+
+typedef sf_tensor *(*to_linear_op)(sf_ctx *g, sf_tensor *x, int to_linear);
+
+static sf_tensor *op_gelu(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_gelu_to_linear(g, x) : sf_gelu(g, x);
+}
+static sf_tensor *op_gelu_tanh(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_gelu_tanh_to_linear(g, x) : sf_gelu_tanh(g, x);
+}
+static sf_tensor *op_quick_gelu(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_quick_gelu_to_linear(g, x) : sf_quick_gelu(g, x);
+}
+static sf_tensor *op_relu(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_relu_to_linear(g, x) : sf_relu(g, x);
+}
+static sf_tensor *op_heads_merge(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_heads_merge_to_linear(g, x) : sf_heads_merge(g, x);
+}
+
+typedef struct {
+    float *y, *grad[3]; /* y; gradients of x, w, b */
+    int bf16_alone;     /* the op's output held data16 and no data */
+    int fp32_alone;     /* ... data and no data16 */
+    size_t in_use;      /* arena bytes held after the forward */
+} to_linear_run;
+
+static to_linear_run run_to_linear(to_linear_op op, int to_linear, int grad, sf_tensor *const *leaves, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = grad;
+    for (int i = 0; i < 3; i++) {
+        free(leaves[i]->grad);
+        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    }
+    sf_tensor *h = op(&g, leaves[0], to_linear);
+    to_linear_run r = {.bf16_alone = h->data16 && !h->data, .fp32_alone = h->data && !h->data16};
+    sf_tensor *y = sf_linear_last_use(&g, h, leaves[1], leaves[2]);
+    r.in_use = sf_ctx_arena_in_use(&g);
+    r.y = malloc(y->numel * sizeof(float));
+    memcpy(r.y, y->data, y->numel * sizeof(float));
+    if (grad) sf_backward_seeded(&g, y, R);
+    for (int i = 0; i < 3; i++) {
+        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
+        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
+    }
+    sf_ctx_free(&g);
+    return r;
+}
+
+static void to_linear_free(to_linear_run *r) {
+    free(r->y);
+    for (int i = 0; i < 3; i++) free(r->grad[i]);
+}
+
+static void test_to_linear(void) {
+    enum { B = 2, H = 3, N = 10, D = 8, C = H * D, O = 20 };
+    const struct {
+        const char *name;
+        to_linear_op op;
+        int merge; /* x is (B, H, N, D), not (B, N, C) */
+    } ops[] = {{"gelu", op_gelu, 0},   {"gelu_tanh", op_gelu_tanh, 0},   {"quick_gelu", op_quick_gelu, 0},
+               {"relu", op_relu, 0},   {"heads_merge", op_heads_merge, 1}};
+    sf_rng r;
+    sf_rng_seed(&r, 11);
+    float *R = malloc(B * N * O * sizeof(float));
+    for (int k = 0; k < B * N * O; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    const sf_precision precs[] = {SF_PREC_FP32, SF_PREC_BF16_EMULATED};
+    for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+        sf_tensor *x = ops[o].merge ? gc_leaf(4, (int[]){B, H, N, D}, 1) : gc_leaf(3, (int[]){B, N, C}, 1);
+        sf_tensor *leaves[3] = {x, gc_leaf(2, (int[]){O, C}, 1), gc_leaf(1, (int[]){O}, 1)};
+        for (int i = 0; i < 3; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+        for (int p = 0; p < 2; p++) {
+            sf_precision_set(precs[p]);
+            const int bf16 = precs[p] != SF_PREC_FP32;
+            const char *pn = sf_precision_name(precs[p]);
+            for (int grad = 0; grad < 2; grad++) {
+                to_linear_run plain = run_to_linear(ops[o].op, 0, grad, leaves, R);
+                to_linear_run made = run_to_linear(ops[o].op, 1, grad, leaves, R);
+                const char *gn = grad ? "training" : "no gradients";
+                int same = !memcmp(plain.y, made.y, B * N * O * sizeof(float));
+                for (int i = 0; i < 3; i++) same = same && !memcmp(plain.grad[i], made.grad[i], leaves[i]->numel * sizeof(float));
+                CHECK(same, "%s_to_linear, %s, %s: the plain op's y and gradients bit for bit", ops[o].name, pn, gn);
+                CHECK(plain.fp32_alone, "%s, %s, %s: the plain op's output is fp32", ops[o].name, pn, gn);
+                CHECK(bf16 ? made.bf16_alone : made.fp32_alone, "%s_to_linear, %s, %s: output %s", ops[o].name, pn, gn,
+                      bf16 ? "in bf16 alone" : "in fp32, as the plain op's");
+                if (bf16)
+                    CHECK(made.in_use <= plain.in_use, "%s_to_linear, %s, %s: holds no more arena bytes (%zu vs %zu)",
+                          ops[o].name, pn, gn, made.in_use, plain.in_use);
+                to_linear_free(&plain);
+                to_linear_free(&made);
+            }
+        }
+        for (int i = 0; i < 3; i++) gc_leaf_free(leaves[i]);
+    }
+    sf_precision_set(SF_PREC_FP32);
+    printf("  *_to_linear ops: bf16 output alone, the plain op's bits\n");
+    free(R);
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
@@ -384,5 +484,6 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_op(&cases[i]);
     test_weight_refresh();
     test_linear_last_use();
+    test_to_linear();
     return test_summary("bf16");
 }

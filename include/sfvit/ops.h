@@ -65,6 +65,11 @@ sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
  * fp32 data is released; in bf16 the backward keeps only x's bf16 copy, the operand its dW
  * product reads anyway (same numbers, half the memory); in fp32 training x itself is kept. */
 sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
+/* The *_to_linear ops (sf_gelu_to_linear, sf_heads_merge_to_linear, ...) are the plain op
+ * for an output that goes only into sf_linear_last_use: in bf16 precision they write that
+ * output as bf16 alone (y->data16, y->data NULL), the operand the linear layer's products
+ * read, instead of fp32 values the layer would read back to convert (the same numbers, a
+ * third of the memory traffic); in fp32 they are the plain op. */
 /* Batched product over equal leading dims: a (..., M, K) (or (..., K, M) if trans_a),
  * b (..., K, N) (or (..., N, K) if trans_b) -> (..., M, N). */
 sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int trans_b);
@@ -78,9 +83,13 @@ sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
 sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s);
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x);       /* exact (erf) */
 sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x);  /* tanh approximation (SOFT MLP) */
+sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x);
+sf_tensor *sf_gelu_tanh_to_linear(sf_ctx *g, sf_tensor *x);
 /* QuickGELU x·sigmoid(1.702 x) (CLIP / CvT's MLP activation). */
 sf_tensor *sf_quick_gelu(sf_ctx *g, sf_tensor *x);
 sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x);
+sf_tensor *sf_quick_gelu_to_linear(sf_ctx *g, sf_tensor *x);
+sf_tensor *sf_relu_to_linear(sf_ctx *g, sf_tensor *x);
 sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x);       /* elu(x) + 1 (linear attention baseline) */
 /* Element dropout with probability p (identity unless g->training). */
 sf_tensor *sf_dropout(sf_ctx *g, sf_tensor *x, float p);
@@ -99,6 +108,7 @@ sf_tensor *sf_permute(sf_ctx *g, sf_tensor *x, const int *perm);
 sf_tensor *sf_heads_split(sf_ctx *g, sf_tensor *x, int parts, int part, int H);
 /* x (B, H, N, D) -> (B, N, H*D). */
 sf_tensor *sf_heads_merge(sf_ctx *g, sf_tensor *x);
+sf_tensor *sf_heads_merge_to_linear(sf_ctx *g, sf_tensor *x);
 /* x (B, N, C) -> tokens [start, start+len) as (B, len, C). */
 sf_tensor *sf_slice_tokens(sf_ctx *g, sf_tensor *x, int start, int len);
 /* a (Ba, Na, C), b (Bb, Nb, C) -> (B, Na+Nb, C); a batch of 1 is broadcast (cls token). */

@@ -14,18 +14,25 @@
  * The arena's and the tape's internals (blocks, nodes, recording) are in
  * src/engine_internal.h, for the engine and the ops layer only.
  *
+ * One exception to float32: in bf16 precision an op whose output goes only into the next
+ * linear layer's bf16 product (the *_to_linear ops) writes that output as bf16 alone
+ * (data16, data NULL), so no fp32 copy is written and read back to be converted.
+ *
  * Deliberately not here: strides/views (a non-contiguous result is materialized by an
- * explicit op), dtypes other than float32, dynamic graphs across steps.
+ * explicit op), other dtypes, dynamic graphs across steps.
  */
 #ifndef SFVIT_TENSOR_H
 #define SFVIT_TENSOR_H
 
 #include "sfvit/core.h"
 
+#include <stdint.h>
+
 #define SF_MAX_DIMS 4
 
 typedef struct sf_tensor {
-    float *data;          /* numel floats */
+    float *data;          /* numel floats; NULL once released, or when data16 holds the values */
+    uint16_t *data16;     /* numel bf16 values instead of data (a *_to_linear op's output), or NULL */
     float *grad;          /* same size; NULL until something flows into it */
     int ndim;
     int shape[SF_MAX_DIMS];
@@ -85,7 +92,7 @@ sf_tensor *sf_tensor_new4(sf_ctx *g, int d0, int d1, int d2, int d3);
 /* Same shape as t, uninitialized. */
 sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
 /* Release an activation's data when no backward reads it (e.g. the fused qkv output once it
- * is split into heads); t->data becomes NULL, its shape and gradient stay. */
+ * is split into heads); t->data (and t->data16) become NULL, its shape and gradient stay. */
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t);
 /* The gradient buffer of t, allocated zeroed from the arena on first use. */
 float *sf_grad(sf_ctx *g, sf_tensor *t);

@@ -15,16 +15,7 @@
 
 /* ---- numbers ---- */
 
-/* Branch-free (a select, not a jump) so that the loops below vectorize. */
-static inline uint16_t to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    /* Round to nearest, ties to even: add 0x7fff plus the lowest kept bit. Inf stays Inf
-     * (lower bits 0); the largest finite values round up into Inf as they should. */
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* keeps the sign; never rounds into Inf */
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
+static inline uint16_t to_bf16(float x) { return sf_to_bf16(x); }
 
 static inline float from_bf16(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -111,6 +102,17 @@ void sf_precision_set(sf_precision p) {
 }
 
 sf_precision sf_precision_get(void) { return precision; }
+
+sf_tensor *sf_tensor_for_linear(sf_ctx *g, const sf_tensor *like) {
+    if (precision == SF_PREC_FP32) return sf_tensor_like(g, like);
+    sf_tensor *t = sf_arena_alloc(g->arena, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->ndim = like->ndim;
+    memcpy(t->shape, like->shape, sizeof t->shape);
+    t->numel = like->numel;
+    t->data16 = sf_arena_alloc(g->arena, t->numel * sizeof *t->data16);
+    return t;
+}
 
 /* ---- weights in bf16, once per step ---- */
 

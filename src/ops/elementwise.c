@@ -187,24 +187,49 @@ void sf_scale_backward(sf_ctx *g, sf_node *node) {
 
 /* ---- activations: the forward saves nothing, x is the input and stays alive ---- */
 
+/* An activation's forward, y = f(x) over blocks of AW_BLOCK elements (f: one vector loop).
+ * to_linear: y goes only into sf_linear_last_use, so in bf16 precision it is written as bf16
+ * alone (sf_tensor_for_linear), each block rounded from a stack buffer while in cache: the
+ * fp32 y is neither written nor read back to be converted. Every backward reads x, not y. */
+#define AW_BLOCK 1024
+
+typedef void (*act_block_fn)(float *restrict y, const float *restrict x, size_t n);
+
+static sf_tensor *activation(sf_ctx *g, sf_tensor *x, sf_op op, act_block_fn f, int to_linear) {
+    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, x) : sf_tensor_like(g, x);
+    const size_t n = x->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
+    const float *xd = x->data;
+#pragma omp parallel for schedule(static) if (n > EW_OMP_MIN / 8)
+    for (size_t k = 0; k < blocks; k++) {
+        const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
+        if (y->data) {
+            f(y->data + lo, xd + lo, m);
+        } else {
+            float block[AW_BLOCK];
+            f(block, xd + lo, m);
+            sf_bf16_convert(block, y->data16 + lo, m);
+        }
+    }
+    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, op, y, &x, 1);
+    return y;
+}
+
 #define INV_SQRT_2PI 0.39894228040143267794f /* 1/sqrt(2 pi) */
 #define SQRT_2_PI 0.79788456080286535588f /* sqrt(2/pi) */
 #define GELU_TANH_A 0.044715f
 
-sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) {
-    sf_tensor *y = sf_tensor_like(g, x);
-    size_t n = x->numel;
-    const float *xd = x->data;
-    float *yd = y->data;
-    /* sf_fast_phif (|error| < 4e-7) instead of libm's scalar erff: the loop vectorizes. */
-#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
+/* y = x Phi(x), with sf_fast_phif (|error| < 4e-7) instead of libm's scalar erff: the loop
+ * vectorizes. */
+static void gelu_block(float *restrict y, const float *restrict x, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float v = xd[i], e;
-        yd[i] = v * sf_fast_phif(v, &e);
+        float e;
+        y[i] = x[i] * sf_fast_phif(x[i], &e);
     }
-    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_GELU, y, &x, 1);
-    return y;
 }
+
+sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 0); }
+sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 1); }
 
 /* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
@@ -230,19 +255,20 @@ static inline __attribute__((always_inline)) float ew_tanhf(float u) {
     return 1.0f - 2.0f / (sf_fast_expf(2.0f * u) + 1.0f);
 }
 
-sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x) {
-    sf_tensor *y = sf_tensor_like(g, x);
-    size_t n = x->numel;
-    const float *xd = x->data;
-    float *yd = y->data;
-#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
+static void gelu_tanh_block(float *restrict y, const float *restrict x, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float v = xd[i];
+        float v = x[i];
         float t = ew_tanhf(SQRT_2_PI * (v + GELU_TANH_A * v * v * v));
-        yd[i] = 0.5f * v * (1.0f + t);
+        y[i] = 0.5f * v * (1.0f + t);
     }
-    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_GELU_TANH, y, &x, 1);
-    return y;
+}
+
+sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x) {
+    return activation(g, x, SF_OP_GELU_TANH, gelu_tanh_block, 0);
+}
+sf_tensor *sf_gelu_tanh_to_linear(sf_ctx *g, sf_tensor *x) {
+    return activation(g, x, SF_OP_GELU_TANH, gelu_tanh_block, 1);
 }
 
 /* Forward was y = x (1 + t) / 2, t = tanh(u), u = sqrt(2/pi)(x + a x^3), so
@@ -265,18 +291,16 @@ void sf_gelu_tanh_backward(sf_ctx *g, sf_node *node) {
 /* QuickGELU's slope: x·sigmoid(1.702 x) approximates x·Φ(x) (CvT's act_layer). */
 #define QUICK_GELU_K 1.702f
 
+static void quick_gelu_block(float *restrict y, const float *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + sf_fast_expf(-QUICK_GELU_K * x[i]));
+}
+
 sf_tensor *sf_quick_gelu(sf_ctx *g, sf_tensor *x) {
-    sf_tensor *y = sf_tensor_like(g, x);
-    size_t n = x->numel;
-    const float *xd = x->data;
-    float *yd = y->data;
-#pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
-    for (size_t i = 0; i < n; i++) {
-        float v = xd[i];
-        yd[i] = v / (1.0f + sf_fast_expf(-QUICK_GELU_K * v));
-    }
-    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_QUICK_GELU, y, &x, 1);
-    return y;
+    return activation(g, x, SF_OP_QUICK_GELU, quick_gelu_block, 0);
+}
+sf_tensor *sf_quick_gelu_to_linear(sf_ctx *g, sf_tensor *x) {
+    return activation(g, x, SF_OP_QUICK_GELU, quick_gelu_block, 1);
 }
 
 /* Forward was y = x s, s = sigmoid(k x), k = 1.702, so with ds/dx = k s (1 − s):
@@ -297,14 +321,13 @@ void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
     }
 }
 
-sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x) {
-    sf_tensor *y = sf_tensor_like(g, x);
-    size_t n = x->numel;
-#pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
-    if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_RELU, y, &x, 1);
-    return y;
+static void relu_block(float *restrict y, const float *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
+
+sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_RELU, relu_block, 0); }
+sf_tensor *sf_relu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_RELU, relu_block, 1); }
 
 /* y = max(x, 0): dx += G [x > 0] (0 at x = 0, as torch). */
 void sf_relu_backward(sf_ctx *g, sf_node *node) {

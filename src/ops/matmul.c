@@ -21,7 +21,8 @@
  * backward of any other op). Then x's fp32 data is given back to the arena here; where the
  * backward still needs x (for dW, in bf16) the node keeps its bf16 copy, which is exactly the
  * operand the products read: the same numbers, half the memory, one conversion instead of
- * two. In fp32 the dW product needs x itself, so it is kept. */
+ * two. In fp32 the dW product needs x itself, so it is kept. An x made by a *_to_linear op
+ * in bf16 arrives as that bf16 copy alone (x->data16), which then serves the same way. */
 static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int x_last_use) {
     char sx[64], sw[64];
     SF_ASSERT(w->ndim == 2, "linear weight %s must be (out, in), got %s", w->name ? w->name : "",
@@ -31,7 +32,7 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
               sf_shape_str(x, sx, sizeof sx), I, w->name ? w->name : "",
               sf_shape_str(w, sw, sizeof sw));
     SF_ASSERT(!b || (int)b->numel == O, "linear: bias has %zu entries, expected %d", b->numel, O);
-    SF_ASSERT(x->data, "linear: x %s has no data (released: handed over to an earlier op)",
+    SF_ASSERT(x->data || x->data16, "linear: x %s has no data (released: handed over to an earlier op)",
               sf_shape_str(x, sx, sizeof sx));
     int R = (int)(x->numel / (size_t)I);
 
@@ -44,9 +45,13 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
     int n_in = b ? 3 : 2;
     const int record = sf_needs_grad(g, in, n_in);
     const int bf16 = sf_precision_get() != SF_PREC_FP32;
-    /* x's bf16 copy, kept for the dW product when x is handed over in bf16 */
-    uint16_t *x16 = NULL;
-    if (x_last_use && bf16 && record && w->requires_grad) {
+    SF_ASSERT(!x->data16 || (x_last_use && bf16), "linear: x %s holds bf16 values only, for a handed-over x in bf16",
+              sf_shape_str(x, sx, sizeof sx));
+    /* x's bf16 copy: the operand of this product and, when x is handed over in bf16, of the
+     * dW product; made here unless x came in bf16 alone */
+    const int keep16 = x_last_use && bf16 && record && w->requires_grad;
+    uint16_t *x16 = x->data16;
+    if (!x16 && keep16) {
         x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
         sf_bf16_convert(x->data, x16, x->numel);
     }
@@ -66,10 +71,12 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         node->iarg[0] = R;
         node->iarg[1] = I;
         node->iarg[2] = O;
-        node->saved = x16;
+        node->saved = keep16 ? x16 : NULL;
     }
-    /* Handed over and not needed in fp32 by the backward: dW reads x16 or nothing. */
-    if (x_last_use && (x16 || !record || !w->requires_grad)) sf_tensor_release_data(g, x);
+    /* Handed over and not needed in fp32 by the backward: dW reads x16 or nothing. A kept
+     * data16 now belongs to the node (its backward gives it back). */
+    if (keep16 && x->data16) x->data16 = NULL;
+    if (x_last_use && (keep16 || !record || !w->requires_grad)) sf_tensor_release_data(g, x);
     return y;
 }
 

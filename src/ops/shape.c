@@ -238,20 +238,32 @@ void sf_heads_split_backward(sf_ctx *g, sf_node *node) {
                         y->grad + ((size_t)b * H + h) * N * D, N, D, W, 1, 1);
 }
 
-sf_tensor *sf_heads_merge(sf_ctx *g, sf_tensor *x) {
+/* to_linear: see sf_heads_merge_to_linear (ops.h); each head's rows are rounded as they are
+ * placed. The backward reads no data. */
+static sf_tensor *heads_merge(sf_ctx *g, sf_tensor *x, int to_linear) {
     char sx[64];
     SF_ASSERT(x->ndim == 4, "heads_merge: x %s is not (B, H, N, D)", sf_shape_str(x, sx, sizeof sx));
     int B = x->shape[0], H = x->shape[1], N = x->shape[2], D = x->shape[3];
     size_t W = (size_t)H * D;
-    sf_tensor *y = sf_tensor_new3(g, B, N, H * D); // (B, N, H*D)
+    sf_tensor shape = {.ndim = 3, .shape = {B, N, H * D, 1}, .numel = x->numel};
+    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, &shape) : sf_tensor_like(g, &shape); // (B, N, H*D)
 #pragma omp parallel for collapse(2) if (y->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            heads_block(y->data + (size_t)b * N * W + (size_t)h * D,
-                        x->data + ((size_t)b * H + h) * N * D, N, D, W, 1, 0);
+        for (int h = 0; h < H; h++) {
+            const float *xh = x->data + ((size_t)b * H + h) * N * D;
+            const size_t at = (size_t)b * N * W + (size_t)h * D;
+            if (y->data) {
+                heads_block(y->data + at, (float *)xh, N, D, W, 1, 0);
+                continue;
+            }
+            for (int n = 0; n < N; n++) sf_bf16_convert(xh + (size_t)n * D, y->data16 + at + (size_t)n * W, (size_t)D);
+        }
     if (sf_needs_grad(g, &x, 1)) sf_tape_push(g, SF_OP_HEADS_MERGE, y, &x, 1);
     return y;
 }
+
+sf_tensor *sf_heads_merge(sf_ctx *g, sf_tensor *x) { return heads_merge(g, x, 0); }
+sf_tensor *sf_heads_merge_to_linear(sf_ctx *g, sf_tensor *x) { return heads_merge(g, x, 1); }
 
 /* y[b, n, h*D + d] = x[b, h, n, d]: dx[b, h, n, d] += dy[b, n, h*D + d]. */
 void sf_heads_merge_backward(sf_ctx *g, sf_node *node) {
