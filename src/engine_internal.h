@@ -28,6 +28,9 @@ typedef struct sf_arena {
 } sf_arena;
 
 void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
+/* A new activation holding bf16 values only (data16, uninitialized; data NULL): the output of
+ * a *_to_linear op in bf16 precision (sf_tensor_for_linear, src/ops/bf16.c). */
+sf_tensor *sf_tensor_new_bf16(sf_ctx *g, int ndim, const int *shape);
 void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
 /* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
  * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */

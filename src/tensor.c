@@ -173,7 +173,8 @@ void sf_ctx_reset(sf_ctx *g) {
 }
 
 /* ---- tensors ---- */
-sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
+/* A tensor of that shape without its values (data and data16 NULL). */
+static sf_tensor *tensor_header(sf_ctx *g, int ndim, const int *shape) {
     SF_ASSERT(ndim >= 1 && ndim <= SF_MAX_DIMS, "ndim %d", ndim);
     sf_tensor *t = sf_arena_alloc(g->arena, sizeof(sf_tensor));
     memset(t, 0, sizeof(*t));
@@ -185,7 +186,18 @@ sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
         t->numel *= (size_t)shape[i];
     }
     for (int i = ndim; i < SF_MAX_DIMS; i++) t->shape[i] = 1;
+    return t;
+}
+
+sf_tensor *sf_tensor_new(sf_ctx *g, int ndim, const int *shape) {
+    sf_tensor *t = tensor_header(g, ndim, shape);
     t->data = sf_arena_alloc(g->arena, t->numel * sizeof(float));
+    return t;
+}
+
+sf_tensor *sf_tensor_new_bf16(sf_ctx *g, int ndim, const int *shape) {
+    sf_tensor *t = tensor_header(g, ndim, shape);
+    t->data16 = sf_arena_alloc(g->arena, t->numel * sizeof *t->data16);
     return t;
 }
 

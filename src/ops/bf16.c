@@ -103,15 +103,8 @@ void sf_precision_set(sf_precision p) {
 
 sf_precision sf_precision_get(void) { return precision; }
 
-sf_tensor *sf_tensor_for_linear(sf_ctx *g, const sf_tensor *like) {
-    if (precision == SF_PREC_FP32) return sf_tensor_like(g, like);
-    sf_tensor *t = sf_arena_alloc(g->arena, sizeof *t);
-    memset(t, 0, sizeof *t);
-    t->ndim = like->ndim;
-    memcpy(t->shape, like->shape, sizeof t->shape);
-    t->numel = like->numel;
-    t->data16 = sf_arena_alloc(g->arena, t->numel * sizeof *t->data16);
-    return t;
+sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape) {
+    return precision == SF_PREC_FP32 ? sf_tensor_new(g, ndim, shape) : sf_tensor_new_bf16(g, ndim, shape);
 }
 
 /* ---- weights in bf16, once per step ---- */

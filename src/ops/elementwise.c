@@ -196,7 +196,7 @@ void sf_scale_backward(sf_ctx *g, sf_node *node) {
 typedef void (*act_block_fn)(float *restrict y, const float *restrict x, size_t n);
 
 static sf_tensor *activation(sf_ctx *g, sf_tensor *x, sf_op op, act_block_fn f, int to_linear) {
-    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, x) : sf_tensor_like(g, x);
+    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, x->ndim, x->shape) : sf_tensor_like(g, x);
     const size_t n = x->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
     const float *xd = x->data;
 #pragma omp parallel for schedule(static) if (n > EW_OMP_MIN / 8)

@@ -77,10 +77,9 @@ static inline __attribute__((always_inline)) uint16_t sf_to_bf16(float x) {
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-/* The output tensor of a *_to_linear op, shaped like `like`: in bf16 precision its values
- * live in data16 alone (data NULL), which is all sf_linear_last_use reads of it; in fp32 a
- * plain tensor (sf_tensor_like). */
-sf_tensor *sf_tensor_for_linear(sf_ctx *g, const sf_tensor *like);
+/* The output tensor of a *_to_linear op: in bf16 precision its values live in data16 alone
+ * (data NULL), which is all sf_linear_last_use reads of it; in fp32 a plain tensor. */
+sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape);
 
 /* ---- vectorizable float math for the element-wise kernels ----
  * Plain arithmetic (no libm calls, no branches after if-conversion), so loops that call these

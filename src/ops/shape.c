@@ -245,8 +245,8 @@ static sf_tensor *heads_merge(sf_ctx *g, sf_tensor *x, int to_linear) {
     SF_ASSERT(x->ndim == 4, "heads_merge: x %s is not (B, H, N, D)", sf_shape_str(x, sx, sizeof sx));
     int B = x->shape[0], H = x->shape[1], N = x->shape[2], D = x->shape[3];
     size_t W = (size_t)H * D;
-    sf_tensor shape = {.ndim = 3, .shape = {B, N, H * D, 1}, .numel = x->numel};
-    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, &shape) : sf_tensor_like(g, &shape); // (B, N, H*D)
+    const int shape[3] = {B, N, H * D};
+    sf_tensor *y = to_linear ? sf_tensor_for_linear(g, 3, shape) : sf_tensor_new(g, 3, shape); // (B, N, H*D)
 #pragma omp parallel for collapse(2) if (y->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
