@@ -14,15 +14,21 @@
  *    ops are bilinear with non-negative structure. Also required: the result differs from
  *    fp32 (the rounding is in effect), and equals bit for bit the fp32 op on inputs and seed
  *    rounded to bf16 beforehand (the emulation is exact products of bf16 operands; the bias
- *    gradient stays fp32).
+ *    gradient stays fp32). bf16 with its products on fp32 kernels (train.bf16_products=fp32)
+ *    must give the emulation's bits: no oneDNN kernel runs, so this holds on every machine.
+ *    Products too large for one widened buffer, computed in blocks of C's rows or of K: within
+ *    the bound of reordered fp32 sums of one fp32 product.
  * 3. Weights converted once per step (sf_bf16_weights_refresh) give the same bits as
  *    converting per product, and fp32 products are untouched by a refresh.
  * 4. A linear whose input is handed over (sf_linear_last_use) gives the bits of sf_linear in
  *    every precision, and frees the input's fp32 data where the backward does not need it:
  *    always in bf16 (its bf16 copy is kept, half the bytes), in fp32 only without a dW.
+ * 5. The *_to_linear ops: the plain op's bits, the output in bf16 alone.
+ * 6. train.bf16_products=auto's rule on measured rates.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
+#include "sfvit/train.h"
 
 #include <float.h>
 #include <string.h>
@@ -213,7 +219,19 @@ static void test_op(const op_case *c) {
     op_result f32 = run_op(c, in, R0), bound = run_op(c, in_abs, Rabs), f32r = run_op(c, in_rnd, Rrnd);
     sf_precision_set(SF_PREC_BF16_EMULATED);
     op_result b16 = run_op(c, in, R0);
+    /* bf16 on fp32 kernels (train.bf16_products=fp32) is the emulation's arithmetic: the same
+     * bits, on any machine (no oneDNN kernel runs) */
+    sf_precision_set(SF_PREC_BF16);
+    sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+    op_result b16_fp32k = run_op(c, in, R0);
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
     sf_precision_set(SF_PREC_FP32);
+    CHECK(memcmp(b16_fp32k.out, b16.out, n_out * sizeof(float)) == 0,
+          "%s forward: bf16 on fp32 kernels not bit-identical to bf16_emulated", c->name);
+    for (int i = 0; i < c->n_in; i++)
+        CHECK(memcmp(b16_fp32k.grad[i], b16.grad[i], in[i]->numel * sizeof(float)) == 0,
+              "%s grad %d: bf16 on fp32 kernels not bit-identical to bf16_emulated", c->name, i);
+    free_result(&b16_fp32k, c->n_in);
 
     const double u = 0x1p-8, tol = 2 * u + u * u + 2.0 * c->K * 0x1p-24;
     long bad = over_bound(b16.out, f32.out, bound.out, n_out, tol);
@@ -236,7 +254,9 @@ static void test_op(const op_case *c) {
             CHECK(memcmp(b16.grad[i], f32.grad[i], n * sizeof(float)) != 0, "%s grad %d: identical to fp32", c->name, i);
         }
     }
-    printf("  %s: forward and %d gradients within tol %.3g of fp32, exact on rounded inputs\n", c->name, c->n_in, tol);
+    printf("  %s: forward and %d gradients within tol %.3g of fp32, exact on rounded inputs, bf16 on fp32 kernels = "
+           "emulated\n",
+           c->name, c->n_in, tol);
     free_result(&f32, c->n_in);
     free_result(&bound, c->n_in);
     free_result(&f32r, c->n_in);
@@ -248,6 +268,72 @@ static void test_op(const op_case *c) {
         gc_leaf_free(in[i]);
         gc_leaf_free(in_abs[i]);
         gc_leaf_free(in_rnd[i]);
+    }
+}
+
+/* Products too large for one widened buffer run in blocks (src/ops/bf16.c): of op(A)'s rows
+ * when op(A) is the larger operand, else of K (each block's sum added to C). Against one fp32
+ * product on the rounded operands: within the fp32 bound of reordered sums (blocks of rows
+ * leave each sum whole, but OpenBLAS's AVX2 kernels sum the rows of a block's edge in another
+ * order than those inside a block: the bits move with the block boundaries). Every transpose
+ * pair, alpha and beta, operands given in fp32 or as bf16 copies, in bf16_emulated and in bf16
+ * on fp32 kernels (the same bits). */
+static void test_blocked_products(void) {
+    enum { BIG = 2200, WIDE = 1024, SMALL = 48 }; /* BIG x WIDE floats: past the 2^21 of one buffer */
+    const struct {
+        const char *what;
+        int M, N, K;
+    } shapes[] = {{"op(A) the larger: blocks of rows", BIG, SMALL, WIDE}, {"op(B) the larger: blocks of K", SMALL, WIDE, BIG}};
+    sf_rng r;
+    sf_rng_seed(&r, 21);
+    for (int sh = 0; sh < 2; sh++) {
+        const int M = shapes[sh].M, N = shapes[sh].N, K = shapes[sh].K;
+        const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+        float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *Ar = malloc(na * sizeof *Ar),
+              *Br = malloc(nb * sizeof *Br), *C0 = malloc(nc * sizeof *C0), *want = malloc(nc * sizeof *want),
+              *bound = malloc(nc * sizeof *bound), *got = malloc(nc * sizeof *got), *got2 = malloc(nc * sizeof *got2),
+              *Aabs = malloc(na * sizeof *Aabs), *Babs = malloc(nb * sizeof *Babs);
+        uint16_t *A16 = malloc(na * sizeof *A16), *B16 = malloc(nb * sizeof *B16);
+        for (size_t i = 0; i < na; i++) A[i] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        for (size_t i = 0; i < nb; i++) B[i] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        for (size_t i = 0; i < nc; i++) C0[i] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        sf_bf16_round_into(A, Ar, na);
+        sf_bf16_round_into(B, Br, nb);
+        sf_bf16_convert(A, A16, na);
+        sf_bf16_convert(B, B16, nb);
+        for (size_t i = 0; i < na; i++) Aabs[i] = fabsf(Ar[i]);
+        for (size_t i = 0; i < nb; i++) Babs[i] = fabsf(Br[i]);
+        long bad = 0, differ = 0;
+        for (int t = 0; t < 4; t++) {
+            const int ta = t & 1, tb = t >> 1; /* the same numbers, read as stored transposed or not */
+            const float alpha = t == 3 ? 0.5f : 1.0f, beta = t >= 2 ? 0.75f : 0.0f;
+            memcpy(want, C0, nc * sizeof *want);
+            sf_precision_set(SF_PREC_FP32);
+            sf_gemm(ta, tb, M, N, K, alpha, Ar, Br, beta, want);
+            memset(bound, 0, nc * sizeof *bound);
+            sf_gemm(ta, tb, M, N, K, fabsf(alpha), Aabs, Babs, 0.0f, bound);
+            for (int given = 0; given < 2; given++) {
+                sf_precision_set(SF_PREC_BF16_EMULATED);
+                memcpy(got, C0, nc * sizeof *got);
+                sf_gemm_prec_w(ta, tb, M, N, K, alpha, A, given ? A16 : NULL, B, given ? B16 : NULL, beta, got);
+                sf_precision_set(SF_PREC_BF16);
+                sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+                memcpy(got2, C0, nc * sizeof *got2);
+                sf_gemm_prec_w(ta, tb, M, N, K, alpha, A, given ? A16 : NULL, B, given ? B16 : NULL, beta, got2);
+                sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+                differ += memcmp(got, got2, nc * sizeof *got) != 0;
+                /* reordered fp32 sums of K terms, and beta C rounded once more per block of K */
+                for (size_t i = 0; i < nc; i++)
+                    bad += fabsf(got[i] - want[i]) > 2.0f * K * 0x1p-24f * (bound[i] + fabsf(beta * C0[i])) + FLT_MIN;
+            }
+        }
+        sf_precision_set(SF_PREC_FP32);
+        CHECK(bad == 0, "%s: %ld elements outside the bound of reordered sums", shapes[sh].what, bad);
+        CHECK(differ == 0, "%s: bf16 on fp32 kernels differs from bf16_emulated in %ld of 8", shapes[sh].what, differ);
+        printf("  %s (%d x %d x %d): every transpose pair, alpha, beta, fp32 or bf16 operands\n", shapes[sh].what, M, N,
+               K);
+        free(A), free(B), free(Ar), free(Br), free(C0), free(want), free(bound), free(got), free(got2), free(Aabs),
+            free(Babs), free(A16), free(B16);
     }
 }
 
@@ -466,6 +552,18 @@ static void test_to_linear(void) {
     free(R);
 }
 
+/* ---- 6. train.bf16_products=auto: fp32 kernels only with a clear lead ---- */
+
+static void test_products_choice(void) {
+    /* the Xeon without AMX (169 against 310 GFLOP/s), Zen 4 (bf16 ahead 2x), an AMX Xeon */
+    CHECK(sf_bf16_products_choose(169, 310) == SF_BF16_PRODUCTS_FP32, "bf16 at half the fp32 rate: fp32 kernels");
+    CHECK(sf_bf16_products_choose(600, 300) == SF_BF16_PRODUCTS_ONEDNN, "bf16 twice as fast: oneDNN's");
+    CHECK(sf_bf16_products_choose(2500, 400) == SF_BF16_PRODUCTS_ONEDNN, "AMX: oneDNN's");
+    /* within noise of each other: the native kernels, on every run alike */
+    CHECK(sf_bf16_products_choose(300, 330) == SF_BF16_PRODUCTS_ONEDNN, "fp32 10%% ahead: still oneDNN's");
+    CHECK(sf_bf16_products_choose(0, 0) == SF_BF16_PRODUCTS_ONEDNN, "nothing measured: oneDNN's");
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
@@ -482,8 +580,10 @@ int main(void) {
         {"conv 1x1 pointwise", build_conv, 2, {{2, 16, 7, 7}, {12, 16, 1, 1}}, {4, 4}, {1, 0, 1}, 49},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_op(&cases[i]);
+    test_blocked_products();
     test_weight_refresh();
     test_linear_last_use();
     test_to_linear();
+    test_products_choice();
     return test_summary("bf16");
 }

@@ -17,7 +17,9 @@
 # native kernels, bf16-only activations included. Against the emulation the native run differs
 # by more than its summation order (a last-bit difference flips a later bf16 rounding: up to
 # 2.6e-2 of a gradient's largest entry, Emerald Rapids), so PyTorch stays the reference. Elsewhere
-# those cases are reported as skipped, with the reason.
+# those cases are reported as skipped, with the reason. The native run names its kernels
+# (train.bf16_products=onednn), since auto takes fp32 kernels where those are faster; and a
+# run on fp32 kernels (train.bf16_products=fp32) must give the bf16_emulated dump byte for byte.
 # Usage: test_bf16_golden.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -46,10 +48,16 @@ for dir in "$GOLD"/*/; do
   [ -f "$dir/config.yaml" ] || continue
   n=$((n + 1))
   for p in $precisions; do
-    "$SFVIT" dump "$dir/config.yaml" train.precision=$p --weights "$dir/weights.safetensors" \
+    "$SFVIT" dump "$dir/config.yaml" train.precision=$p train.bf16_products=onednn --weights "$dir/weights.safetensors" \
       --input "$dir/input.safetensors" --out "$c.$p.safetensors" > "$c.$p.log" 2>&1
     check "$c: dump in $p exits 0" test $? -eq 0
   done
+  if [ $native -eq 1 ]; then
+    "$SFVIT" dump "$dir/config.yaml" train.precision=bf16 train.bf16_products=fp32 --weights "$dir/weights.safetensors" \
+      --input "$dir/input.safetensors" --out "$c.bf16_fp32k.safetensors" > "$c.bf16_fp32k.log" 2>&1
+    check "$c: bf16 on fp32 kernels = bf16_emulated, byte for byte" cmp -s "$c.bf16_fp32k.safetensors" "$c.bf16_emulated.safetensors"
+    check "$c: ... and not the native kernels' bytes" bash -c '! cmp -s "$1" "$2"' _ "$c.bf16_fp32k.safetensors" "$c.bf16.safetensors"
+  fi
   res=$("$CMP" --compare "$c.bf16_emulated.safetensors" "$dir/expected.safetensors" 0.03125 0.5 2>&1); rc=$?
   echo "$res" | grep -E '^  dump|rel err|FAIL' | sed 's/^/     /'
   check "$c: bf16_emulated within bf16 tolerances of PyTorch float64" test $rc -eq 0

@@ -574,10 +574,13 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
     sf_params_free(&ps);
 }
 
-/* One training step of config c in precision p: the activation arena's peak bytes, and the
- * loss. The step must train: every gradient finite and nonzero. */
-static double step_peak(const char *label, sf_model_cfg c, sf_precision p, double *loss_out) {
+/* One training step of config c in precision p (bf16 products on kernels k): the activation
+ * arena's peak bytes, the loss, and a hash of every gradient's bits. The step must train:
+ * every gradient finite and nonzero. */
+static double step_peak(const char *label, sf_model_cfg c, sf_precision p, sf_bf16_products k, double *loss_out,
+                        uint64_t *grad_hash) {
     sf_precision_set(p);
+    sf_bf16_products_set(k);
     sf_params ps;
     sf_model *m = model_ready(&c, &ps, 7);
     sf_ctx g;
@@ -591,9 +594,13 @@ static double step_peak(const char *label, sf_model_cfg c, sf_precision p, doubl
     sf_backward(&g, loss);
     *loss_out = loss->data[0];
     int bad = 0;
+    *grad_hash = 1469598103934665603ull; /* FNV-1a over the bytes of every gradient */
     for (int i = 0; i < ps.count; i++) {
         const sf_param *q = &ps.list[i];
-        if (!(q->flags & SF_PARAM_TRAINABLE) || grad_dead_by_design(&c, q->t->name)) continue;
+        if (!(q->flags & SF_PARAM_TRAINABLE)) continue;
+        for (size_t j = 0; j < q->t->numel * sizeof(float); j++)
+            *grad_hash = (*grad_hash ^ ((const unsigned char *)q->t->grad)[j]) * 1099511628211ull;
+        if (grad_dead_by_design(&c, q->t->name)) continue;
         double sum = 0;
         for (size_t j = 0; j < q->t->numel; j++) sum += fabs(q->t->grad[j]);
         bad += !(isfinite(sum) && sum > 0);
@@ -605,6 +612,7 @@ static double step_peak(const char *label, sf_model_cfg c, sf_precision p, doubl
     sf_model_free(m);
     sf_params_free(&ps);
     sf_precision_set(SF_PREC_FP32);
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
     return peak;
 }
 
@@ -612,9 +620,16 @@ static double step_peak(const char *label, sf_model_cfg c, sf_precision p, doubl
  * as bf16 copies only (sf_linear_last_use), so a bf16 training step holds fewer activation
  * bytes than fp32. Arena bytes are counted, not timed: the same on every machine. */
 static void test_bf16_activation_memory(const char *label, sf_model_cfg c) {
-    double loss32, loss16;
-    const double fp32 = step_peak(label, c, SF_PREC_FP32, &loss32);
-    const double bf16 = step_peak(label, c, SF_PREC_BF16_EMULATED, &loss16);
+    double loss32, loss16, loss16k;
+    uint64_t hash32, hash16, hash16k;
+    const double fp32 = step_peak(label, c, SF_PREC_FP32, SF_BF16_PRODUCTS_ONEDNN, &loss32, &hash32);
+    const double bf16 = step_peak(label, c, SF_PREC_BF16_EMULATED, SF_BF16_PRODUCTS_ONEDNN, &loss16, &hash16);
+    /* bf16 on fp32 kernels (train.bf16_products=fp32): the emulation's arithmetic and memory,
+     * bit for bit, on any machine */
+    const double bf16k = step_peak(label, c, SF_PREC_BF16, SF_BF16_PRODUCTS_FP32, &loss16k, &hash16k);
+    CHECK(loss16k == loss16 && hash16k == hash16 && bf16k == bf16,
+          "%s: bf16 on fp32 kernels = bf16_emulated (loss, every gradient's bits, arena peak)", label);
+    CHECK(hash16 != hash32, "%s: bf16 gradients differ from fp32's (rounding in effect)", label);
     CHECK(bf16 < fp32, "%s: bf16 step's activation peak %.0f KiB below fp32's %.0f KiB", label, bf16 / 1024, fp32 / 1024);
     CHECK(fabs(loss16 - loss32) <= 0.05 * fabs(loss32), "%s: bf16 loss %.4f near fp32 %.4f", label, loss16, loss32);
     printf("  bf16 step %-24s activation peak %.0f -> %.0f KiB (%.2f of fp32)\n", label, fp32 / 1024, bf16 / 1024,

@@ -4,7 +4,8 @@
 #   and the kernels; precision bf16 without native bf16 (AVX512_BF16 or AMX_BF16 through
 #   oneDNN) stops before training with a message naming those instructions and leaves no run
 #   folder; with train.precision_fallback=fp32 it warns and trains in fp32. Where the CPU has
-#   native bf16 the same run must train in bf16 instead.
+#   native bf16 the same run must train in bf16 instead, its products on the kernels measured
+#   faster (train.bf16_products=auto), recorded in the run's config and kept on resume.
 # - bad values are refused naming the key;
 # - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
 #   weights and moments), and differs from fp32 (the rounding is in effect);
@@ -48,16 +49,40 @@ if [ $native -eq 0 ]; then
 else
   check "bf16 with native bf16: trains" test $rc -eq 0
   check "bf16 with native bf16: says bf16" grep -q "^precision: bf16 " <<< "$out"
-  # Both rates measured before training; a warning exactly when bf16 is the slower.
+  # Both rates measured before training; train.bf16_products=auto takes fp32 kernels when they
+  # are clearly faster (1.25x: between 1.2x and 1.3x as printed either is right), and the run's
+  # config records the kernels taken.
   rates=$(sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$out")
   check "bf16 with native bf16: the bf16 and fp32 product rates are printed" test -n "$rates"
+  b=${rates% *} f=${rates#* }
+  taken=$(sed -n 's/^bf16 products: .*(train.bf16_products=\([a-z0-9]*\), chosen by auto).*/\1/p' <<< "$out")
+  want=either
+  [ -n "$rates" ] && [ $((f * 10)) -gt $((b * 13)) ] && want=fp32
+  [ -n "$rates" ] && [ $((f * 10)) -lt $((b * 12)) ] && want=onednn
+  check "auto takes the faster kernels (bf16 $b, fp32 $f GFLOP/s: $want; took '$taken')" \
+    test -n "$taken" -a \( "$want" = either -o "$want" = "$taken" \)
+  check "the run's config records them" grep -Eq "bf16_products: \"?$taken\"?$" runs/bf16/config.yaml
+  out=$("$SFVIT" train --resume runs/bf16 train.max_steps=3 2>&1)
+  check "a resumed bf16 run keeps them (as given, not chosen again)" grep -q "^bf16 products: .*(train.bf16_products=$taken)" <<< "$out"
+  out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=bf16n train.precision=bf16 train.bf16_products=onednn \
+        train.max_steps=1 2>&1)
+  check "train.bf16_products=onednn: oneDNN's bf16 kernels" grep -q "^bf16 products: oneDNN's bf16 kernels" <<< "$out"
+  rates=$(sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$out")
   slower=0; [ -n "$rates" ] && [ ${rates% *} -lt ${rates#* } ] && slower=1
   warned=0; grep -q "warning: bf16 products run slower than fp32 ones on this CPU" <<< "$out" && warned=1
-  check "bf16 with native bf16: warns exactly when bf16 is slower ($rates)" test $slower -eq $warned
+  check "... with a warning exactly when bf16 is the slower ($rates)" test $slower -eq $warned
+  out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=fp32 train.batch_size=8 --steps 1 --warmup 1 \
+        --no-infer 2>&1); rc=$?
+  check "train.bf16_products=fp32: bench runs" test $rc -eq 0
+  check "... its steps run no bf16 product on oneDNN" bash -c '! grep -q "oneDNN kernels in the timed steps: .* bf16 [0-9]* products" <<< "$1"' _ "$out"
+  check "... and no probe measured the rates" bash -c '! grep -q "^products measured here" <<< "$1"' _ "$out"
 fi
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
 check "unknown precision names the key and the choices" grep -q "train.precision.*bf16_emulated" <<< "$out"
+out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=bf16 train.bf16_products=amx 2>&1); rc=$?
+check "unknown bf16_products refused" test $rc -ne 0
+check "... naming the key and the choices" grep -q "train.bf16_products.*auto.*onednn.*fp32" <<< "$out"
 
 # ---- bf16_emulated: resume bit-exact at equal threads, and not fp32 ----
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=full train.epochs=2 train.precision=bf16_emulated 2>&1); rc=$?
@@ -138,7 +163,8 @@ if ! grep -q "oneDNN: not built in" <<< "$info"; then
     check "OpenBLAS on AVX2 kernels: auto keeps it" grep -q "fp32 products: OpenBLAS sgemm, Haswell kernels (SFVIT_GEMM=auto)" <<< "$out"
   fi
   if [ $native -eq 1 ]; then
-    out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
+    out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=onednn train.batch_size=8 --steps 1 --warmup 1 \
+          --no-infer 2>&1); rc=$?
     check "bench in bf16 names the bf16 kernels of its steps" \
       bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* bf16 [0-9]* products" <<< "$1"' _ "$out" $rc
     check "no bf16 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"

@@ -40,6 +40,7 @@ static const char *const interps[] = {"bilinear", "bicubic", "random", NULL};
 static const char *const decay_masks[] = {"sfvit", "official", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "bf16_emulated", NULL};
 static const char *const precision_fallbacks[] = {"none", "fp32", NULL};
+static const char *const bf16_products[] = {"auto", "onednn", "fp32", NULL};
 
 #define OFF(f) offsetof(sf_config, f)
 #define SZ(f) sizeof(((sf_config *)0)->f)
@@ -161,6 +162,9 @@ const key_def config_keys[] = {
      "products of linear, attention and conv: fp32, bf16 (native: AVX512_BF16/AMX), bf16_emulated (reference)"},
     {"train.precision_fallback", K_SENUM, OFF(train.precision_fallback), SZ(train.precision_fallback), 0, 0, 0, 0,
      precision_fallbacks, "precision bf16 without native bf16: none (error) or fp32 (warning, fp32)"},
+    {"train.bf16_products", K_SENUM, OFF(train.bf16_products), SZ(train.bf16_products), 0, 0, 0, 0, bf16_products,
+     "precision bf16: products on oneDNN's bf16 kernels, on fp32 kernels (same products), or auto (the faster, "
+     "measured at start)"},
 };
 const int config_n_keys = (int)(sizeof config_keys / sizeof config_keys[0]);
 
@@ -235,6 +239,7 @@ void sf_config_defaults(sf_config *cfg) {
     t->bn_sync = 1;
     strcpy(t->precision, "fp32");
     strcpy(t->precision_fallback, "none");
+    strcpy(t->bf16_products, "auto");
 }
 
 /* ---- values: a scalar or a list of scalars, from YAML or the command line ---- */

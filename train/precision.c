@@ -7,10 +7,14 @@
  * products) runs everywhere and says so. */
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "sfvit/precision.h"
 #include "sfvit/train.h"
+#include "dist_internal.h"
 
 void sf_kernels_describe(char *buf, size_t size) {
     char dnnl[256], gemm[256];
@@ -20,25 +24,69 @@ void sf_kernels_describe(char *buf, size_t size) {
 }
 
 /* bf16 pays only where its products outrun fp32's: with AMX_BF16 by several times, with
- * AVX512_BF16 alone (vdpbf16ps) by up to 2x on Zen 4/5 and Cooper Lake, and not at all on a
- * Xeon whose AMX is hidden (a virtual machine): there oneDNN's bf16 matmul ran at half its
- * f32 rate. Both rates, measured on one product of a transformer's size (about 0.1 s), and a
- * warning when bf16 is the slower. */
-static void bf16_rate_report(void) {
+ * AVX512_BF16 alone (vdpbf16ps) by up to 2x on Zen 4/5, and not at all on a Xeon whose AMX
+ * is hidden (a virtual machine): there oneDNN's bf16 matmul ran at half its f32 rate. Both
+ * rates on one product of a transformer's size (about 0.2 s), alternated, the best of each:
+ * a start-up transient or another process then hits both. */
+static void measure_rates(double *bf16, double *fp32) {
     enum { M = 1024, N = 1024, K = 512, ROUNDS = 3 };
-    /* Alternated, the best of each: a start-up transient or another process then hits both. */
-    double bf16 = 0, fp32 = 0;
+    *bf16 = *fp32 = 0;
     for (int r = 0; r < ROUNDS; r++) {
         const double b = sf_gemm_rate(1, M, N, K), f = sf_gemm_rate(0, M, N, K);
-        bf16 = b > bf16 ? b : bf16;
-        fp32 = f > fp32 ? f : fp32;
+        *bf16 = b > *bf16 ? b : *bf16;
+        *fp32 = f > *fp32 ? f : *fp32;
     }
     sf_dnnl_cache_reset(); /* the probe's primitives are not the model's */
-    printf("products measured here (%d x %d x %d): bf16 %.0f GFLOP/s, fp32 %.0f GFLOP/s\n", M, N, K, bf16, fp32);
+#ifdef __GLIBC__
+    /* The probe's freed buffers stay in the heap (glibc raises its mmap threshold on the
+     * first large free), 15 MiB of the Fashion-MNIST model's 60 for the whole run: returned. */
+    malloc_trim(0);
+#endif
+}
+
+/* auto takes fp32 kernels only when they win by a margin no run-to-run noise crosses, so that
+ * every run on a machine takes the same kernels (and their sums): 310 against 169 GFLOP/s on
+ * the Xeon without AMX, bf16 ahead by 2x or more with AVX512_BF16 on Zen 4/5 and with AMX. */
+#define FP32_PRODUCTS_MARGIN 1.25
+
+int sf_bf16_products_choose(double bf16_rate, double fp32_rate) {
+    return fp32_rate > FP32_PRODUCTS_MARGIN * bf16_rate ? SF_BF16_PRODUCTS_FP32 : SF_BF16_PRODUCTS_ONEDNN;
+}
+
+/* train.bf16_products for a bf16 run: the kernels, chosen (auto) or as given, written back
+ * into cfg so that the run's config, and a resume from it, say which. Under MPI every rank
+ * takes fp32 kernels only if all measured them faster (a rank that cannot run bf16 takes part
+ * in the vote too, voting no). measure: also when oneDNN's kernels are given (to warn when
+ * they are the slower); not when fp32 kernels are, since the probe pages in oneDNN's code,
+ * which such a run never uses otherwise (4 MiB of the Fashion-MNIST model's peak). */
+static int products_chosen_by_auto;
+
+static void bf16_products_setup(sf_config *cfg, int native, int measure, double *bf16, double *fp32) {
+    const int automatic = products_chosen_by_auto = !strcmp(cfg->train.bf16_products, "auto");
+    *bf16 = *fp32 = 0;
+    const int given = automatic ? -1 : sf_bf16_products_parse(cfg->train.bf16_products);
+    if (native && (automatic || (measure && given == SF_BF16_PRODUCTS_ONEDNN))) measure_rates(bf16, fp32);
+    int k = automatic ? sf_bf16_products_choose(*bf16, *fp32) : given;
+    if (automatic && !sf_dist_all_ok(native && k == SF_BF16_PRODUCTS_FP32)) k = SF_BF16_PRODUCTS_ONEDNN;
+    if (!native) return;
+    sf_bf16_products_set((sf_bf16_products)k);
+    if (automatic)
+        snprintf(cfg->train.bf16_products, sizeof cfg->train.bf16_products, "%s", sf_bf16_products_name(k));
+}
+
+static void bf16_products_report(double bf16, double fp32) {
+    if (bf16 > 0) printf("products measured here (1024 x 1024 x 512): bf16 %.0f GFLOP/s, fp32 %.0f GFLOP/s\n", bf16, fp32);
+    const char *chosen = products_chosen_by_auto ? ", chosen by auto" : "";
+    if (sf_bf16_products_get() == SF_BF16_PRODUCTS_FP32) {
+        printf("bf16 products: fp32 kernels on the bf16 values (train.bf16_products=fp32%s): the same exact "
+               "products as bf16 kernels give, another order of sums\n",
+               chosen);
+        return;
+    }
+    printf("bf16 products: oneDNN's bf16 kernels (train.bf16_products=onednn%s)\n", chosen);
     if ((long)(bf16 + 0.5) < (long)(fp32 + 0.5)) /* as printed */
         sf_warn("bf16 products run slower than fp32 ones on this CPU (%.0f against %.0f GFLOP/s): "
-                "train.precision=fp32 is faster here. bf16 is fast with AMX_BF16, and with AVX512_BF16 on "
-                "Zen 4/5 and Cooper Lake",
+                "train.bf16_products=fp32 (or auto) computes them on fp32 kernels",
                 bf16, fp32);
 }
 
@@ -46,7 +94,10 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
     int p = sf_precision_parse(cfg->train.precision);
     if (p < 0) return sf_error("train.precision: '%s' is not one of fp32, bf16, bf16_emulated", cfg->train.precision);
     const char *why = NULL;
-    if (p == SF_PREC_BF16 && !sf_dnnl_bf16_native(&why)) {
+    const int native = p == SF_PREC_BF16 && sf_dnnl_bf16_native(&why);
+    double bf16_rate = 0, fp32_rate = 0;
+    if (p == SF_PREC_BF16) bf16_products_setup(cfg, native, verbose, &bf16_rate, &fp32_rate);
+    if (p == SF_PREC_BF16 && !native) {
         if (strcmp(cfg->train.precision_fallback, "fp32") != 0) {
             sf_error("train.precision: bf16 needs native bf16 products (AVX512_BF16 or AMX_BF16 through oneDNN): %s",
                      why);
@@ -65,11 +116,11 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
         sf_kernels_describe(k, sizeof k);
         static const char *const what[] = {
             "fp32 products",
-            "bf16 operands, fp32 accumulation (oneDNN)",
+            "bf16 operands, fp32 accumulation",
             "EMULATED bf16: operands rounded to bf16, products by OpenBLAS in fp32 (a reference, not faster)",
         };
         printf("precision: %s (%s)\nkernels: %s\n", sf_precision_name((sf_precision)p), what[p], k);
-        if (p == SF_PREC_BF16) bf16_rate_report();
+        if (p == SF_PREC_BF16) bf16_products_report(bf16_rate, fp32_rate);
         fflush(stdout);
     }
     return 0;

@@ -41,6 +41,7 @@ typedef struct sf_train_cfg {
     int tensorboard;          /* also write TensorBoard event files in the run folder */
     char precision[16];       /* products: fp32, bf16, bf16_emulated (train/precision.c) */
     char precision_fallback[8]; /* none, fp32: what bf16 does without native bf16 */
+    char bf16_products[8];      /* auto, onednn, fp32: the kernels of bf16 products */
 } sf_train_cfg;
 
 typedef struct sf_config {

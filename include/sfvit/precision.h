@@ -27,6 +27,17 @@ int sf_precision_parse(const char *s);
 void sf_precision_set(sf_precision p);
 sf_precision sf_precision_get(void);
 
+/* How bf16 products are computed (train.bf16_products): oneDNN's bf16 kernels, or fp32
+ * kernels on the bf16 values (the operands widened to fp32; the same exact products, another
+ * summation order), which is faster where the CPU's bf16 dot product runs no faster than its
+ * fp32 FMA (an Intel Xeon without AMX). Storage and everything else are bf16's either way;
+ * train/precision.c chooses by measuring both. */
+typedef enum { SF_BF16_PRODUCTS_ONEDNN = 0, SF_BF16_PRODUCTS_FP32 } sf_bf16_products;
+const char *sf_bf16_products_name(sf_bf16_products k); /* "onednn", "fp32" */
+int sf_bf16_products_parse(const char *s);             /* -1 for anything else */
+void sf_bf16_products_set(sf_bf16_products k);
+sf_bf16_products sf_bf16_products_get(void);
+
 /* A product that follows the precision: C = alpha op(A) op(B) + beta C, row-major,
  * contiguous (as sf_gemm). A16/B16, when not NULL, are A and B already in bf16 (weights
  * converted once per step, sf_bf16_weights_refresh); they are used in the bf16 modes only. */

@@ -48,6 +48,9 @@ int sf_evaluate_each(sf_model *m, sf_params *ps, sf_loader *l, int num_classes, 
  * back into cfg), sets it for every product, and with verbose prints the precision and the
  * kernels. 0 or -1 (reported). */
 int sf_precision_setup(sf_config *cfg, int verbose);
+/* train.bf16_products=auto's rule, from the measured GFLOP/s of bf16 and fp32 products:
+ * SF_BF16_PRODUCTS_FP32 when fp32 kernels win by a clear margin, else SF_BF16_PRODUCTS_ONEDNN. */
+int sf_bf16_products_choose(double bf16_rate, double fp32_rate);
 /* Weights to bf16 once per step (no-op in fp32): after the update, before the next forward. */
 void sf_precision_weights_refresh(sf_params *ps);
 /* One line: the fp32 product backend and oneDNN's ISA and kernels. */

@@ -84,17 +84,23 @@ static void widen(const uint16_t *x, float *y, size_t n) { over_team(widen_span,
 /* ---- precision ---- */
 
 static sf_precision precision = SF_PREC_FP32;
+static sf_bf16_products bf16_products = SF_BF16_PRODUCTS_ONEDNN;
 static const char *const names[] = {"fp32", "bf16", "bf16_emulated"};
+static const char *const products_names[] = {"onednn", "fp32"};
 
-const char *sf_precision_name(sf_precision p) {
-    return (unsigned)p < sizeof names / sizeof *names ? names[p] : "?";
-}
+/* The name of value i in a list of n names, and the value of a name (-1 if none). */
+static const char *name_of(const char *const *list, int n, int i) { return i >= 0 && i < n ? list[i] : "?"; }
 
-int sf_precision_parse(const char *s) {
-    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
-        if (!strcmp(s, names[i])) return i;
+static int value_of(const char *const *list, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, list[i])) return i;
     return -1;
 }
+
+#define COUNT(list) ((int)(sizeof list / sizeof *list))
+
+const char *sf_precision_name(sf_precision p) { return name_of(names, COUNT(names), (int)p); }
+int sf_precision_parse(const char *s) { return value_of(names, COUNT(names), s); }
 
 void sf_precision_set(sf_precision p) {
     if (p != precision) sf_bf16_weights_clear();
@@ -102,6 +108,14 @@ void sf_precision_set(sf_precision p) {
 }
 
 sf_precision sf_precision_get(void) { return precision; }
+
+const char *sf_bf16_products_name(sf_bf16_products k) {
+    return name_of(products_names, COUNT(products_names), (int)k);
+}
+int sf_bf16_products_parse(const char *s) { return value_of(products_names, COUNT(products_names), s); }
+
+void sf_bf16_products_set(sf_bf16_products k) { bf16_products = k; }
+sf_bf16_products sf_bf16_products_get(void) { return bf16_products; }
 
 sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape) {
     return precision == SF_PREC_FP32 ? sf_tensor_new(g, ndim, shape) : sf_tensor_new_bf16(g, ndim, shape);
@@ -175,14 +189,77 @@ static void *scratch_get(int i, size_t bytes) {
     return tmp[i].p;
 }
 
-/* Operand as bf16-valued fp32 for the emulation. */
-static const float *emulated_operand(int i, const float *X, const uint16_t *X16, size_t n) {
-    float *y = scratch_get(i, n * sizeof *y);
-    if (X16)
-        widen(X16, y, n);
-    else
-        sf_bf16_round_into(X, y, n);
-    return y;
+/* ---- fp32 kernels on bf16 values (bf16_emulated, and bf16 with train.bf16_products=fp32) ----
+ * Each operand is widened from its bf16 copy, or rounded from fp32, into a per-thread buffer.
+ * A product whose larger operand exceeds WIDE_MAX floats runs in blocks so that the buffers
+ * hold a block, not the operand: a whole one is as large as an activation (SOFT-Tiny's first
+ * stage: 25088 x 512, 51 MB in fp32), held next to every activation of the step. Blocks of
+ * op(A)'s rows (C's rows: the sums are untouched) when op(A) is the larger, else of the
+ * summed dimension K, accumulated into C in order (one more rounding per block). */
+#define WIDE_MAX ((size_t)1 << 21)
+
+/* Rows r0..r0+nr, columns c0..c0+nc of X (row-major, ld columns), from its bf16 copy X16 or
+ * rounded from X, into y (nr x nc, contiguous). */
+static void bf16_block(const float *X, const uint16_t *X16, int ld, int r0, int nr, int c0, int nc, float *y) {
+    const size_t from = (size_t)r0 * ld + c0;
+    if (nc == ld) { /* whole rows: one span */
+        if (X16)
+            widen(X16 + from, y, (size_t)nr * nc);
+        else
+            sf_bf16_round_into(X + from, y, (size_t)nr * nc);
+        return;
+    }
+#pragma omp parallel for if (!omp_in_parallel() && (size_t)nr * nc >= BF16_OMP_MIN)
+    for (int r = 0; r < nr; r++) {
+        if (X16)
+            widen_span(X16 + from + (size_t)r * ld, y + (size_t)r * nc, (size_t)nc);
+        else
+            round_span(X + from + (size_t)r * ld, y + (size_t)r * nc, (size_t)nc);
+    }
+}
+
+static float *buffer(int i, size_t floats) { return scratch_get(i, floats * sizeof(float)); }
+
+static void gemm_on_fp32_kernels(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                                 const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
+    /* stored: A is (M x K), or (K x M) when ta; B is (K x N), or (N x K) when tb */
+    const size_t na = (size_t)M * K, nb = (size_t)K * N;
+    if (na <= WIDE_MAX && nb <= WIDE_MAX) {
+        float *a = buffer(0, na), *b = buffer(1, nb);
+        bf16_block(A, A16, ta ? M : K, 0, ta ? K : M, 0, ta ? M : K, a);
+        bf16_block(B, B16, tb ? K : N, 0, tb ? N : K, 0, tb ? K : N, b);
+        sf_gemm(ta, tb, M, N, K, alpha, a, b, beta, C);
+        return;
+    }
+    if (na >= nb) { /* rows of op(A), and of C */
+        float *b = buffer(1, nb);
+        bf16_block(B, B16, tb ? K : N, 0, tb ? N : K, 0, tb ? K : N, b);
+        const int rows = K >= (int)WIDE_MAX ? 1 : (int)(WIDE_MAX / (size_t)K);
+        float *a = buffer(0, (size_t)rows * K);
+        for (int r0 = 0; r0 < M; r0 += rows) {
+            const int nr = M - r0 < rows ? M - r0 : rows;
+            if (ta)
+                bf16_block(A, A16, M, 0, K, r0, nr, a); /* columns r0.. of (K x M): (K x nr) */
+            else
+                bf16_block(A, A16, K, r0, nr, 0, K, a);
+            sf_gemm(ta, tb, nr, N, K, alpha, a, b, beta, C + (size_t)r0 * N);
+        }
+        return;
+    }
+    const int wide = M > N ? M : N, depth = wide >= (int)WIDE_MAX ? 1 : (int)(WIDE_MAX / (size_t)wide);
+    float *a = buffer(0, (size_t)M * depth), *b = buffer(1, (size_t)depth * N);
+    for (int k0 = 0; k0 < K; k0 += depth) { /* C = beta C + alpha sum over blocks of K */
+        const int nk = K - k0 < depth ? K - k0 : depth;
+        if (ta)
+            bf16_block(A, A16, M, k0, nk, 0, M, a); /* rows k0.. of (K x M) */
+        else
+            bf16_block(A, A16, K, 0, M, k0, nk, a);
+        if (tb)
+            bf16_block(B, B16, K, 0, N, k0, nk, b); /* columns k0.. of (N x K) */
+        else
+            bf16_block(B, B16, N, k0, nk, 0, N, b);
+        sf_gemm(ta, tb, M, N, nk, alpha, a, b, k0 ? 1.0f : beta, C);
+    }
 }
 
 static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16, size_t n) {
@@ -195,22 +272,19 @@ static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16
 void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
     size_t na = (size_t)M * K, nb = (size_t)K * N; /* transposed or not, contiguous */
-    switch (precision) {
-    case SF_PREC_FP32:
+    if (precision == SF_PREC_FP32) {
         sf_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
         return;
-    case SF_PREC_BF16_EMULATED:
-        sf_gemm(trans_a, trans_b, M, N, K, alpha, emulated_operand(0, A, A16, na),
-                emulated_operand(1, B, B16, nb), beta, C);
-        return;
-    case SF_PREC_BF16: {
-        const uint16_t *a = native_operand(0, A, A16, na), *b = native_operand(1, B, B16, nb);
-        /* The command checked sf_dnnl_bf16_native before choosing bf16. */
-        SF_ASSERT(sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C) == 0,
-                  "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
+    }
+    if (precision == SF_PREC_BF16_EMULATED || bf16_products == SF_BF16_PRODUCTS_FP32) {
+        /* bf16 x bf16 is exact in fp32: fp32 kernels on the bf16 values give the same products */
+        gemm_on_fp32_kernels(trans_a, trans_b, M, N, K, alpha, A, A16, B, B16, beta, C);
         return;
     }
-    }
+    const uint16_t *a = native_operand(0, A, A16, na), *b = native_operand(1, B, B16, nb);
+    /* The command checked sf_dnnl_bf16_native before choosing bf16. */
+    SF_ASSERT(sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C) == 0,
+              "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
 }
 
 void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
