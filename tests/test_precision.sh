@@ -5,7 +5,8 @@
 #   oneDNN) stops before training with a message naming those instructions and leaves no run
 #   folder; with train.precision_fallback=fp32 it warns and trains in fp32. Where the CPU has
 #   native bf16 the same run must train in bf16 instead, its products on the kernels measured
-#   faster (train.bf16_products=auto), recorded in the run's config and kept on resume.
+#   faster (train.bf16_products=auto), recorded in the run's config and kept on resume; on
+#   either kernels it resumes bit-exactly at equal threads.
 # - bad values are refused naming the key;
 # - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
 #   weights and moments), and differs from fp32 (the rounding is in effect);
@@ -76,6 +77,21 @@ else
   check "train.bf16_products=fp32: bench runs" test $rc -eq 0
   check "... its steps run no bf16 product on oneDNN" bash -c '! grep -q "oneDNN kernels in the timed steps: .* bf16 [0-9]* products" <<< "$1"' _ "$out"
   check "... and no probe measured the rates" bash -c '! grep -q "^products measured here" <<< "$1"' _ "$out"
+  # Resume bit-exact at equal threads on either kernels (the losses step for step, the final
+  # weights and moments), as bf16_emulated below.
+  for k in onednn fp32; do
+    "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=nfull$k train.epochs=2 train.precision=bf16 \
+      train.bf16_products=$k > nfull$k.log 2>&1
+    "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=npart$k train.epochs=2 train.max_steps=11 \
+      train.precision=bf16 train.bf16_products=$k > npart$k.log 2>&1
+    "$SFVIT" train --resume runs/npart$k train.max_steps=0 > npart$k.2.log 2>&1
+    check "bf16 on $k kernels: the resumed run completes" grep -q "final val top-1" npart$k.2.log
+    a=$(grep '"batch"' runs/nfull$k/log.jsonl | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/')
+    b=$(grep '"batch"' runs/npart$k/log.jsonl | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/')
+    check "bf16 on $k kernels: resume gives the losses step for step" test -n "$a" -a "$a" = "$b"
+    check "bf16 on $k kernels: resume gives the final weights and moments bit for bit" \
+      test "$(tensor_bytes runs/nfull$k/last.safetensors)" = "$(tensor_bytes runs/npart$k/last.safetensors)"
+  done
 fi
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
