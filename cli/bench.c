@@ -176,7 +176,10 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     const char *why = NULL;
     double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, B * tokens, hidden, width) : 0.0;
     if (bf16_peak > 0)
-        printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s\n", B * tokens, hidden, width, bf16_peak);
+        printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s%s\n", B * tokens, hidden, width, bf16_peak,
+               sf_precision_get() == SF_PREC_BF16 && sf_bf16_products_get() == SF_BF16_PRODUCTS_FP32
+                   ? " (not this run's: its bf16 products ran on fp32 kernels, whose ceiling is the sgemm peak above)"
+                   : "");
     else
         printf("  bf16 product ceiling: no native bf16 (%s)\n", why);
     sf_profile_report(stdout, sf_op_name);
