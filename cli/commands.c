@@ -101,6 +101,11 @@ int sf_cmd_info(int argc, char **argv) {
     char kernels[768];
     sf_kernels_describe(kernels, sizeof kernels);
     printf("precision: %s   kernels: %s\n", cfg.train.precision, kernels);
+    if (!strcmp(cfg.train.precision, "bf16"))
+        printf("bf16 products: train.bf16_products=%s%s\n", cfg.train.bf16_products,
+               strcmp(cfg.train.bf16_products, "auto") ? ""
+                                                      : " (oneDNN's bf16 kernels or fp32 kernels, the faster: measured "
+                                                        "when a run starts)");
     return 0;
 }
 

@@ -29,6 +29,8 @@ COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_eve
 # ---- what the machine can do ----
 info=$("$SFVIT" info "$BASE" 2>&1)
 check "info prints the kernels" grep -q "kernels: fp32 products: .*SFVIT_GEMM=" <<< "$info"
+out=$("$SFVIT" info "$BASE" train.precision=bf16 train.bf16_products=fp32 2>&1)
+check "info in bf16 names train.bf16_products" grep -q "^bf16 products: train.bf16_products=fp32$" <<< "$out"
 out=$(SFVIT_GEMM=bogus "$SFVIT" info vit 2>&1); rc=$?
 check "an unknown SFVIT_GEMM stops the command (exit 2)" test $rc -eq 2
 check "the message names SFVIT_GEMM and its values" grep -q "SFVIT_GEMM=bogus: expected auto, openblas or onednn" <<< "$out"
