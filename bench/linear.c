@@ -1,6 +1,7 @@
 /* linear.c — DeiT-S's four linear layers at batch 8 (1576 rows), forward and backward (dx, dW,
- * db) with the tape recording as in training, in fp32 and, where oneDNN has native bf16, in
- * bf16. Run on two builds to see what a change to the linear layer does:
+ * db) with the tape recording as in training, in fp32, in bf16 on fp32 kernels
+ * (train.bf16_products=fp32: runs everywhere) and, where oneDNN has native bf16, in bf16 on its
+ * kernels. Run on two builds to see what a change to the linear layer does:
  *
  *   SFVIT_THREADS=2 build/bench/linear [CALLS]
  *
@@ -31,7 +32,7 @@ int main(int argc, char **argv) {
     const char *why = NULL;
     const int native = sf_dnnl_bf16_native(&why);
     printf("threads %d, %d calls; ms per call (median / smallest)%s\n", threads, calls,
-           native ? "" : "; bf16 left out: no native bf16 here");
+           native ? "" : "; bf16 on oneDNN's kernels left out: no native bf16 here");
     const struct {
         const char *name;
         int O, I;
@@ -43,9 +44,13 @@ int main(int argc, char **argv) {
     sf_ctx_init(&g, (size_t)256 << 20);
     g.grad_enabled = 1;
     double *tf = sf_calloc((size_t)calls, sizeof *tf), *tb = sf_calloc((size_t)calls, sizeof *tb);
+    printf("prec: fp32; bf16f = bf16 on fp32 kernels (train.bf16_products=fp32); bf16 = on oneDNN's bf16 kernels\n");
     printf("%-6s %-6s %12s %20s %20s\n", "layer", "prec", "R x I -> O", "forward", "backward");
-    for (int prec = 0; prec < (native ? 2 : 1); prec++) {
+    /* fp32; bf16 on fp32 kernels; bf16 on oneDNN's */
+    static const char *const label[] = {"fp32", "bf16f", "bf16"};
+    for (int prec = 0; prec < (native ? 3 : 2); prec++) {
         sf_precision_set(prec ? SF_PREC_BF16 : SF_PREC_FP32);
+        sf_bf16_products_set(prec == 1 ? SF_BF16_PRODUCTS_FP32 : SF_BF16_PRODUCTS_ONEDNN);
         for (size_t l = 0; l < sizeof layers / sizeof *layers; l++) {
             const int O = layers[l].O, I = layers[l].I;
             sf_ctx keep; /* the inputs, never reset */
@@ -74,13 +79,13 @@ int main(int argc, char **argv) {
             summary(tb, calls, &bm, &bn);
             char dims[32];
             snprintf(dims, sizeof dims, "%dx%d->%d", R, I, O);
-            printf("%-6s %-6s %12s %9.3f / %7.3f %9.3f / %7.3f\n", layers[l].name, prec ? "bf16" : "fp32", dims, fm,
-                   fn, bm, bn);
+            printf("%-6s %-6s %12s %9.3f / %7.3f %9.3f / %7.3f\n", layers[l].name, label[prec], dims, fm, fn, bm, bn);
             free(seed);
             sf_ctx_free(&keep);
         }
     }
     sf_precision_set(SF_PREC_FP32);
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
     free(tf);
     free(tb);
     sf_ctx_free(&g);
