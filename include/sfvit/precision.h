@@ -1,6 +1,6 @@
 /* precision.h — the precision of the matrix products (train.precision) and the backends
  * that compute them (SFVIT_GEMM). Implementation: src/ops/gemm.c, src/ops/bf16.c,
- * src/ops/gemm_dnnl.c; which op runs in which precision: docs/performance.md#bf16.
+ * src/ops/gemm_dnnl.c; which op runs in which precision: docs/precision.md.
  *
  * Only the products of linear layers, attention matmuls (sf_matmul and the attention ops)
  * and im2col convolutions follow the precision (sf_gemm_prec). Everything else, and sf_gemm
@@ -14,7 +14,8 @@
 
 typedef enum {
     SF_PREC_FP32 = 0,      /* every product fp32 */
-    SF_PREC_BF16,          /* bf16 operands, fp32 accumulation, oneDNN native kernels */
+    SF_PREC_BF16,          /* bf16 operands, fp32 accumulation: oneDNN's native kernels, or
+                              fp32 kernels where faster (sf_bf16_products) */
     SF_PREC_BF16_EMULATED, /* operands rounded to bf16 (nearest even), products by OpenBLAS
                               in fp32: exact products, a reference that runs everywhere */
 } sf_precision;
