@@ -26,6 +26,10 @@ fmnist_subset "$SFVIT" "$ROOT" 1024 256
 BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1)
 
+# "bf16 fp32" GFLOP/s from a bf16 run's start line; a log's losses, one "step loss" a line.
+rates_of() { sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$1"; }
+losses() { grep '"batch"' "$1" | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/'; }
+
 # ---- what the machine can do ----
 info=$("$SFVIT" info "$BASE" 2>&1)
 check "info prints the kernels" grep -q "kernels: fp32 products: .*SFVIT_GEMM=" <<< "$info"
@@ -55,7 +59,7 @@ else
   # Both rates measured before training; train.bf16_products=auto takes fp32 kernels when they
   # are clearly faster (1.25x: between 1.2x and 1.3x as printed either is right), and the run's
   # config records the kernels taken.
-  rates=$(sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$out")
+  rates=$(rates_of "$out")
   check "bf16 with native bf16: the bf16 and fp32 product rates are printed" test -n "$rates"
   b=${rates% *} f=${rates#* }
   taken=$(sed -n 's/^bf16 products: .*(train.bf16_products=\([a-z0-9]*\), chosen by auto).*/\1/p' <<< "$out")
@@ -70,7 +74,7 @@ else
   out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.name=bf16n train.precision=bf16 train.bf16_products=onednn \
         train.max_steps=1 2>&1)
   check "train.bf16_products=onednn: oneDNN's bf16 kernels" grep -q "^bf16 products: oneDNN's bf16 kernels" <<< "$out"
-  rates=$(sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$out")
+  rates=$(rates_of "$out")
   slower=0; [ -n "$rates" ] && [ ${rates% *} -lt ${rates#* } ] && slower=1
   warned=0; grep -q "warning: bf16 products run slower than fp32 ones on this CPU" <<< "$out" && warned=1
   check "... with a warning exactly when bf16 is the slower ($rates)" test $slower -eq $warned
@@ -88,8 +92,8 @@ else
       train.precision=bf16 train.bf16_products=$k > npart$k.log 2>&1
     "$SFVIT" train --resume runs/npart$k train.max_steps=0 > npart$k.2.log 2>&1
     check "bf16 on $k kernels: the resumed run completes" grep -q "final val top-1" npart$k.2.log
-    a=$(grep '"batch"' runs/nfull$k/log.jsonl | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/')
-    b=$(grep '"batch"' runs/npart$k/log.jsonl | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/')
+    a=$(losses runs/nfull$k/log.jsonl)
+    b=$(losses runs/npart$k/log.jsonl)
     check "bf16 on $k kernels: resume gives the losses step for step" test -n "$a" -a "$a" = "$b"
     check "bf16 on $k kernels: resume gives the final weights and moments bit for bit" \
       test "$(tensor_bytes runs/nfull$k/last.safetensors)" = "$(tensor_bytes runs/npart$k/last.safetensors)"
@@ -112,7 +116,6 @@ check "partial bf16_emulated run stops with a checkpoint" grep -q "stopped after
 "$SFVIT" train --resume runs/part train.max_steps=0 > part2.log 2>&1
 check "resumed run completes" grep -q "final val top-1" part2.log
 check "resumed run is bf16_emulated (from its config)" grep -q "^precision: bf16_emulated" part2.log
-losses() { grep '"batch"' "$1" | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/'; }
 losses runs/full/log.jsonl > full.txt
 losses runs/part/log.jsonl > part.txt
 check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < part.txt)"
