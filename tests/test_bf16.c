@@ -361,8 +361,28 @@ static void test_weight_refresh(void) {
     in[1]->data[0] += 1.0f;
     sf_bf16_weights_refresh(in, 3);
     CHECK(sf_f32_from_bf16(sf_bf16_weight(in[1])[0]) == sf_bf16_round(in[1]->data[0]), "refresh converts the new value");
+    /* bf16 on fp32 kernels rounds each weight into its product's buffer: no copies, and
+     * none left over from oneDNN's kernels (stale after the next update) */
+    sf_precision_set(SF_PREC_BF16);
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+    sf_bf16_weights_refresh(in, 3);
+    CHECK(sf_bf16_weight(in[1]) != NULL, "bf16 on oneDNN's kernels: a copy per weight");
+    sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+    CHECK(sf_bf16_weight(in[1]) == NULL, "changing the kernels drops the copies");
+    sf_bf16_weights_refresh(in, 3);
+    CHECK(sf_bf16_weight(in[1]) == NULL, "bf16 on fp32 kernels: no copies of the weights");
+    op_result rounded_per_product = run_op(&c, in, R);
+    sf_precision_set(SF_PREC_BF16_EMULATED);
+    sf_bf16_weights_refresh(in, 3);
+    op_result from_copies = run_op(&c, in, R);
+    CHECK(memcmp(rounded_per_product.out, from_copies.out, 64 * 80 * sizeof(float)) == 0 &&
+              memcmp(rounded_per_product.grad[0], from_copies.grad[0], 64 * 96 * sizeof(float)) == 0,
+          "weights rounded per product: the bits of the emulation's copies");
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
     sf_precision_set(SF_PREC_FP32);
     CHECK(sf_bf16_weight(in[1]) == NULL, "fp32: no bf16 weights are used");
+    free_result(&rounded_per_product, 3);
+    free_result(&from_copies, 3);
     free_result(&per_product, 3);
     free_result(&per_step, 3);
     free(R);

@@ -26,13 +26,16 @@ void sf_kernels_describe(char *buf, size_t size) {
 /* bf16 pays only where its products outrun fp32's: with AMX_BF16 by several times, with
  * AVX512_BF16 alone (vdpbf16ps) by up to 2x on Zen 4/5, and not at all on a Xeon whose AMX
  * is hidden (a virtual machine): there oneDNN's bf16 matmul ran at half its f32 rate. Both
- * rates on one product of a transformer's size (about 0.2 s), alternated, the best of each:
- * a start-up transient or another process then hits both. */
+ * rates on one product of a transformer's size (a DeiT-S projection over 1024 tokens, about
+ * 0.1 s in all), alternated, the best of each: a start-up transient or another process then
+ * hits both. Not a larger product: OpenBLAS keeps the pages its packing touched, and
+ * 1024 x 1024 x 512 left 3 MiB more in the Fashion-MNIST model's peak than this one. */
+enum { PROBE_M = 1024, PROBE_N = 384, PROBE_K = 384, PROBE_ROUNDS = 5 };
+
 static void measure_rates(double *bf16, double *fp32) {
-    enum { M = 1024, N = 1024, K = 512, ROUNDS = 3 };
     *bf16 = *fp32 = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        const double b = sf_gemm_rate(1, M, N, K), f = sf_gemm_rate(0, M, N, K);
+    for (int r = 0; r < PROBE_ROUNDS; r++) {
+        const double b = sf_gemm_rate(1, PROBE_M, PROBE_N, PROBE_K), f = sf_gemm_rate(0, PROBE_M, PROBE_N, PROBE_K);
         *bf16 = b > *bf16 ? b : *bf16;
         *fp32 = f > *fp32 ? f : *fp32;
     }
@@ -75,7 +78,9 @@ static void bf16_products_setup(sf_config *cfg, int native, int measure, double 
 }
 
 static void bf16_products_report(double bf16, double fp32) {
-    if (bf16 > 0) printf("products measured here (1024 x 1024 x 512): bf16 %.0f GFLOP/s, fp32 %.0f GFLOP/s\n", bf16, fp32);
+    if (bf16 > 0)
+        printf("products measured here (%d x %d x %d): bf16 %.0f GFLOP/s, fp32 %.0f GFLOP/s\n", PROBE_M, PROBE_N,
+               PROBE_K, bf16, fp32);
     const char *chosen = products_chosen_by_auto ? ", chosen by auto" : "";
     if (sf_bf16_products_get() == SF_BF16_PRODUCTS_FP32) {
         printf("bf16 products: fp32 kernels on the bf16 values (train.bf16_products=fp32%s): the same exact "

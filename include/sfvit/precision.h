@@ -60,7 +60,9 @@ void sf_bf16_round_into(const float *x, float *y, size_t n);
 /* Weights in bf16, converted once per step: refresh converts every 2-d tensor of the list
  * (and drops older copies); sf_bf16_weight returns the copy of w or NULL. Call refresh after
  * each optimizer step (or before each forward) while the precision is not fp32; clear drops
- * all copies (weights are then converted per product, with the same numbers). */
+ * all copies (weights are then converted per product, with the same numbers). bf16 on fp32
+ * kernels keeps no copies (refresh drops them): each product rounds its weight from fp32 into
+ * the buffer it widens into anyway. Changing the precision or the kernels drops them too. */
 struct sf_tensor;
 void sf_bf16_weights_refresh(struct sf_tensor *const *params, int n);
 const uint16_t *sf_bf16_weight(const struct sf_tensor *w);

@@ -114,7 +114,10 @@ const char *sf_bf16_products_name(sf_bf16_products k) {
 }
 int sf_bf16_products_parse(const char *s) { return value_of(products_names, COUNT(products_names), s); }
 
-void sf_bf16_products_set(sf_bf16_products k) { bf16_products = k; }
+void sf_bf16_products_set(sf_bf16_products k) {
+    if (k != bf16_products) sf_bf16_weights_clear();
+    bf16_products = k;
+}
 sf_bf16_products sf_bf16_products_get(void) { return bf16_products; }
 
 sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape) {
@@ -138,8 +141,18 @@ void sf_bf16_weights_clear(void) {
     n_shadows = cap_shadows = 0;
 }
 
+/* bf16 products on fp32 kernels keep no copies: each product rounds its weight from fp32
+ * into the buffer it widens into anyway, the same bits as widening a copy, without a second
+ * set of weights (44 MiB for DeiT-S) or the conversion pass of every step. */
+static int weights_copied(void) {
+    return precision == SF_PREC_BF16_EMULATED || (precision == SF_PREC_BF16 && bf16_products == SF_BF16_PRODUCTS_ONEDNN);
+}
+
 void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
-    if (precision == SF_PREC_FP32) return;
+    if (!weights_copied()) {
+        sf_bf16_weights_clear();
+        return;
+    }
     int k = 0;
     for (int i = 0; i < n; i++) {
         const sf_tensor *w = params[i];
