@@ -24,7 +24,7 @@ typedef struct sf_arena {
     size_t in_use, peak;    /* bytes handed out since the last reset, and the maximum */
     size_t capacity;        /* bytes reserved over all blocks */
     size_t limit;           /* 0 = unlimited; else an allocation past it is an error */
-    void *recycled;         /* released chunks (sf_arena_release), reused by exact size */
+    void *recycled;         /* released chunks (sf_arena_release), reused exact or best fit */
 } sf_arena;
 
 void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
@@ -33,7 +33,9 @@ void *sf_arena_alloc(sf_arena *a, size_t bytes);   /* uninitialized */
 sf_tensor *sf_tensor_new_bf16(sf_ctx *g, int ndim, const int *shape);
 void *sf_arena_calloc(sf_arena *a, size_t bytes);  /* zeroed */
 /* Hand back a chunk nothing will read again (bytes as allocated); a later allocation of the
- * same rounded size reuses it, which keeps the step's peak low and the memory cache-hot. */
+ * same rounded size reuses it (which keeps the memory cache-hot), else one that fits in it,
+ * and a chunk at the top of the current block gives its space back to any size: the step
+ * touches little more memory than its peak. */
 void sf_arena_release(sf_arena *a, void *p, size_t bytes);
 
 /* ---- the tape ----

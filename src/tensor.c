@@ -6,6 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Under AddressSanitizer the arena marks what nothing may read: a block's memory until it is
+ * handed out, a released chunk past its list header, everything after a reset. A read of a
+ * released tensor then fails the sanitizer tests wherever the chunk's reuse would not show. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define ARENA_POISON(p, n) ((void)(p), (void)(n))
+#define ARENA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* ---- arena ---- */
 static void arena_init(sf_arena *a, size_t block_size) {
     memset(a, 0, sizeof(*a));
@@ -16,6 +28,7 @@ static sf_arena_block *arena_new_block(sf_arena *a, size_t min_bytes) {
     size_t size = a->block_size > min_bytes ? a->block_size : min_bytes;
     sf_arena_block *b = sf_malloc(sizeof(*b));
     b->mem = sf_aligned_alloc(size);
+    ARENA_POISON(b->mem, size);
     b->size = size;
     b->used = 0;
     b->next = NULL;
@@ -29,9 +42,48 @@ typedef struct arena_chunk {
     size_t size;
 } arena_chunk;
 
+/* Bytes a request takes: a multiple of 64, so that every chunk stays 64-byte aligned. */
+static size_t chunk_bytes(size_t bytes) {
+    const size_t need = (bytes + 63) & ~(size_t)63;
+    return need ? need : 64;
+}
+
+static void *arena_take(sf_arena *a, void *p, size_t need) {
+    ARENA_UNPOISON(p, need);
+    a->in_use += need;
+    if (a->in_use > a->peak) a->peak = a->in_use;
+    return p;
+}
+
+/* A released chunk that fits: one of exactly this size (same-shaped tensors recur every
+ * block), else the smallest larger one, its rest released again. NULL if none fits. Best fit
+ * rather than exact sizes alone: a bf16 copy, a column buffer or a partial sum rarely meets a
+ * chunk of its size, and each miss used to take fresh memory, 4 MiB of the Fashion-MNIST
+ * model's 30 MiB step and 23 MiB of DeiT-S's 487. */
+static void *recycled_fit(sf_arena *a, size_t need) {
+    arena_chunk **best = NULL;
+    for (arena_chunk **c = (arena_chunk **)&a->recycled; *c; c = &(*c)->next) {
+        if ((*c)->size == need) {
+            best = c;
+            break;
+        }
+        if ((*c)->size > need && (!best || (*c)->size < (*best)->size)) best = c;
+    }
+    if (!best) return NULL;
+    arena_chunk *c = *best;
+    *best = c->next;
+    if (c->size > need) {
+        arena_chunk *rest = (arena_chunk *)((char *)c + need);
+        ARENA_UNPOISON(rest, sizeof *rest);
+        rest->size = c->size - need;
+        rest->next = a->recycled;
+        a->recycled = rest;
+    }
+    return c;
+}
+
 void *sf_arena_alloc(sf_arena *a, size_t bytes) {
-    size_t need = (bytes + 63) & ~(size_t)63;
-    if (need == 0) need = 64;
+    const size_t need = chunk_bytes(bytes);
     if (a->limit && a->in_use + need > a->limit) {
         fprintf(stderr,
                 "sfvit: error: activation arena overflow: %zu bytes needed, %zu available "
@@ -39,15 +91,8 @@ void *sf_arena_alloc(sf_arena *a, size_t bytes) {
                 a->in_use + need, a->limit - a->in_use, a->limit);
         exit(2);
     }
-    /* A released chunk of exactly this size first: same-shaped tensors recur every block. */
-    for (arena_chunk **c = (arena_chunk **)&a->recycled; *c; c = &(*c)->next)
-        if ((*c)->size == need) {
-            void *p = *c;
-            *c = (*c)->next;
-            a->in_use += need;
-            if (a->in_use > a->peak) a->peak = a->in_use;
-            return p;
-        }
+    void *p = recycled_fit(a, need);
+    if (p) return arena_take(a, p, need);
     /* Walk forward through kept blocks before asking for a new one: after the first step
      * every allocation is served by blocks that already exist. */
     if (!a->first) a->first = a->head = arena_new_block(a, need);
@@ -55,11 +100,9 @@ void *sf_arena_alloc(sf_arena *a, size_t bytes) {
         if (!a->head->next) a->head->next = arena_new_block(a, need);
         a->head = a->head->next;
     }
-    void *p = a->head->mem + a->head->used;
+    p = a->head->mem + a->head->used;
     a->head->used += need;
-    a->in_use += need;
-    if (a->in_use > a->peak) a->peak = a->in_use;
-    return p;
+    return arena_take(a, p, need);
 }
 
 void *sf_arena_calloc(sf_arena *a, size_t bytes) {
@@ -69,7 +112,10 @@ void *sf_arena_calloc(sf_arena *a, size_t bytes) {
 }
 
 static void arena_reset(sf_arena *a) {
-    for (sf_arena_block *b = a->first; b; b = b->next) b->used = 0;
+    for (sf_arena_block *b = a->first; b; b = b->next) {
+        ARENA_POISON(b->mem, b->used);
+        b->used = 0;
+    }
     a->head = a->first;
     a->in_use = 0;
     a->recycled = NULL;
@@ -81,21 +127,41 @@ static int arena_owns(const sf_arena *a, const void *p) {
     return 0;
 }
 
+/* Released chunks that end where the current block's free space starts give that space
+ * back: the next allocation of any size starts lower. */
+static void lower_top(sf_arena *a) {
+    sf_arena_block *h = a->head;
+    for (int found = 1; found;) {
+        found = 0;
+        for (arena_chunk **c = (arena_chunk **)&a->recycled; *c; c = &(*c)->next)
+            if ((char *)*c + (*c)->size == h->mem + h->used) {
+                h->used -= (*c)->size;
+                arena_chunk *top = *c;
+                *c = top->next;
+                ARENA_POISON(top, sizeof *top);
+                found = 1;
+                break;
+            }
+    }
+}
+
 void sf_arena_release(sf_arena *a, void *p, size_t bytes) {
-    size_t need = (bytes + 63) & ~(size_t)63;
-    if (need == 0) need = 64;
+    const size_t need = chunk_bytes(bytes);
     SF_ASSERT(arena_owns(a, p), "arena_release: %p is not arena memory", p);
+    a->in_use -= need;
     arena_chunk *c = p;
     c->size = need;
     c->next = a->recycled;
     a->recycled = c;
-    a->in_use -= need;
+    ARENA_POISON((char *)p + sizeof *c, need - sizeof *c);
+    if ((char *)p + need == a->head->mem + a->head->used) lower_top(a);
 }
 
 static void arena_free(sf_arena *a) {
     sf_arena_block *b = a->first;
     while (b) {
         sf_arena_block *next = b->next;
+        ARENA_UNPOISON(b->mem, b->size);
         free(b->mem);
         free(b);
         b = next;
@@ -156,7 +222,7 @@ sf_tensor *sf_scope_end(sf_ctx *g, sf_tensor *y, sf_tensor *in) {
     if (g->scope_depth == 0 || --g->scope_depth > 0) return y;
     g->arena = g->outer;
     g->outer = NULL;
-    /* released first, so that the output takes its chunk (the arena reuses exact sizes); only
+    /* released first, so that the output takes its chunk (same size: reused first); only
      * arena memory (not a parameter, not the caller's images) */
     if (in && in->data && in->data != y->data && arena_owns(g->arena, in->data)) sf_tensor_release_data(g, in);
     sf_tensor *kept = sf_tensor_new(g, y->ndim, y->shape);

@@ -518,6 +518,7 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
     int labels[2] = {1, 3};
     sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, 0.0f);
     sf_backward(&g, loss);
+    const float loss_value = loss->data[0]; /* the arena is reset below */
     int zero = 0, nan = 0;
     for (int i = 0; i < ps.count; i++) {
         const sf_param *p = &ps.list[i];
@@ -566,7 +567,7 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
     CHECK(g2.scope_depth == 0 && g2.arena != g2.scratch, "%s: every scope closed", label);
     free(ref);
     sf_ctx_free(&g2);
-    printf("  fwd+bwd %-28s loss %.4f  %d views  eval arena %.2f of keeping every tensor\n", label, loss->data[0],
+    printf("  fwd+bwd %-28s loss %.4f  %d views  eval arena %.2f of keeping every tensor\n", label, loss_value,
            ps.count, scoped_peak / kept_peak);
     free(x.data);
     sf_ctx_free(&g);

@@ -6,7 +6,8 @@
  *   - the one-pass heads_split backward (all parts gathered) against the per-part
  *     accumulation, including a part without gradient;
  *   - sum backward sharing the output gradient (a + b, a + a);
- *   - arena chunk reuse (sf_arena_release) and gradient release during backward.
+ *   - arena chunk reuse (sf_arena_release: exact size, else best fit; chunks released at
+ *     the top of the block give their space back) and gradient release during backward.
  *
  * Dimension legend: B batch, N tokens, C channels, H heads, D head dim.
  */
@@ -257,6 +258,30 @@ static void test_add_shared_and_arena(void) {
     CHECK(q == p, "same-size allocation reuses the released chunk");
     void *s = sf_arena_alloc(g.arena, 5000);
     CHECK(s != p, "a different size does not");
+
+    /* best fit: the smallest released chunk that holds a request, its rest released again */
+    sf_ctx_reset(&g);
+    char *big = sf_arena_alloc(g.arena, 8192), *fence1 = sf_arena_alloc(g.arena, 64);
+    char *mid = sf_arena_alloc(g.arena, 4096), *fence2 = sf_arena_alloc(g.arena, 64);
+    sf_arena_release(g.arena, big, 8192);
+    sf_arena_release(g.arena, mid, 4096);
+    char *small = sf_arena_alloc(g.arena, 1000);
+    CHECK(small == mid, "a smaller request takes the smallest released chunk that fits");
+    char *rest = sf_arena_alloc(g.arena, 3072);
+    CHECK(rest == mid + 1024, "... and the rest of that chunk serves the next");
+    char *whole = sf_arena_alloc(g.arena, 8192);
+    CHECK(whole == big, "an exact fit is taken whole");
+    CHECK(sf_ctx_arena_in_use(&g) == 8192 + 64 + 1024 + 3072 + 64, "in use: what is held (%zu)",
+          sf_ctx_arena_in_use(&g));
+
+    /* chunks released at the top of the block give their space back to any size */
+    sf_ctx_reset(&g);
+    char *x1 = sf_arena_alloc(g.arena, 4096), *x2 = sf_arena_alloc(g.arena, 2048);
+    sf_arena_release(g.arena, x1, 4096); /* below x2: kept for reuse */
+    sf_arena_release(g.arena, x2, 2048); /* the top: x2's space, then x1's, is free again */
+    char *x3 = sf_arena_alloc(g.arena, 6000);
+    CHECK(x3 == x1, "released chunks at the top make room for a larger request (%td bytes off)", x3 - x1);
+    (void)fence1, (void)fence2;
     sf_ctx_free(&g);
     gc_leaf_free(a);
     gc_leaf_free(b);
