@@ -128,13 +128,18 @@ static int arena_owns(const sf_arena *a, const void *p) {
 }
 
 /* Released chunks that end where the current block's free space starts give that space
- * back: the next allocation of any size starts lower. */
+ * back: the next allocation of any size starts lower. Only chunks of that block: another
+ * block's memory may end where this one begins. */
+static int at_top(const sf_arena_block *h, const void *p, size_t size) {
+    return (const char *)p >= h->mem && (const char *)p + size == h->mem + h->used;
+}
+
 static void lower_top(sf_arena *a) {
     sf_arena_block *h = a->head;
     for (int found = 1; found;) {
         found = 0;
         for (arena_chunk **c = (arena_chunk **)&a->recycled; *c; c = &(*c)->next)
-            if ((char *)*c + (*c)->size == h->mem + h->used) {
+            if (at_top(h, *c, (*c)->size)) {
                 h->used -= (*c)->size;
                 arena_chunk *top = *c;
                 *c = top->next;
@@ -154,7 +159,7 @@ void sf_arena_release(sf_arena *a, void *p, size_t bytes) {
     c->next = a->recycled;
     a->recycled = c;
     ARENA_POISON((char *)p + sizeof *c, need - sizeof *c);
-    if ((char *)p + need == a->head->mem + a->head->used) lower_top(a);
+    if (at_top(a->head, p, need)) lower_top(a);
 }
 
 static void arena_free(sf_arena *a) {
