@@ -61,7 +61,7 @@ int sf_bf16_products_choose(double bf16_rate, double fp32_rate) {
  * takes fp32 kernels only if all measured them faster (a rank that cannot run bf16 takes part
  * in the vote too, voting no). measure: also when oneDNN's kernels are given (to warn when
  * they are the slower); not when fp32 kernels are, since the probe pages in oneDNN's code,
- * which such a run never uses otherwise (4 MiB of the Fashion-MNIST model's peak). */
+ * which such a run never uses otherwise (1 MiB of the Fashion-MNIST model's peak). */
 static int products_chosen_by_auto;
 
 static void bf16_products_setup(sf_config *cfg, int native, int measure, double *bf16, double *fp32) {

@@ -143,7 +143,7 @@ void sf_bf16_weights_clear(void) {
 
 /* bf16 products on fp32 kernels keep no copies: each product rounds its weight from fp32
  * into the buffer it widens into anyway, the same bits as widening a copy, without a second
- * set of weights (44 MiB for DeiT-S) or the conversion pass of every step. */
+ * set of weights (42 MiB for DeiT-S) or the conversion pass of every step. */
 static int weights_copied(void) {
     return precision == SF_PREC_BF16_EMULATED || (precision == SF_PREC_BF16 && bf16_products == SF_BF16_PRODUCTS_ONEDNN);
 }
