@@ -5,7 +5,8 @@
  * table (sf_dnnl_kernels): it accounts for every primitive and product, none of these products
  * runs on oneDNN's reference kernel, and a primitive on a kernel counted as slow prints a
  * warning naming its product. And which of OpenBLAS's kernel sets SFVIT_GEMM=auto replaces
- * by oneDNN (sf_openblas_core_fallback).
+ * by oneDNN (sf_openblas_core_fallback). And sf_dnnl_release_code: oneDNN's code leaves the
+ * resident set, and the next product faults it in again.
  * Skipped (exit 77) in a build without oneDNN. */
 #include "test_gemm_dnnl_common.h"
 
@@ -76,6 +77,44 @@ static void slow_kernel_warns(void) {
           nk ? k[0].impl : "?", nk ? k[0].slow : -1);
 }
 
+/* Resident kB of libdnnl's executable mappings (/proc/self/smaps), -1 if none is found. */
+static long dnnl_code_rss_kb(void) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512], perm[8];
+    long kb = -1, v;
+    int in_code = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3) /* a mapping's first line */
+            in_code = perm[2] == 'x' && strstr(line, "/libdnnl.") != NULL;
+        else if (in_code && sscanf(line, "Rss: %ld kB", &v) == 1)
+            kb = (kb < 0 ? 0 : kb) + v;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* sf_dnnl_release_code: the code pages a product paged in leave the resident set, and the
+ * next product faults them in again and gives the same bits. */
+static void release_code(void) {
+    enum { M = 96, N = 80, K = 72 };
+    float *A = malloc(M * K * 4), *B = malloc(N * K * 4), *C1 = malloc(M * N * 4), *C2 = malloc(M * N * 4);
+    for (int i = 0; i < M * K; i++) A[i] = (float)(i % 13) - 6.0f;
+    for (int i = 0; i < N * K; i++) B[i] = (float)(i % 7) * 0.5f;
+    int rc = sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C1);
+    const long before = dnnl_code_rss_kb();
+    const size_t advised = sf_dnnl_release_code();
+    const long after = dnnl_code_rss_kb();
+    CHECK(rc == 0 && before > 64 && advised >= (size_t)before * 1024 && after >= 0 && after < before / 4,
+          "release_code: oneDNN's code %ld kB resident after a product, %ld kB after the release (%zu bytes advised)",
+          before, after, advised);
+    rc = sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C2);
+    CHECK(rc == 0 && memcmp(C1, C2, M * N * 4) == 0 && dnnl_code_rss_kb() > after,
+          "release_code: a product after the release runs (rc %d), faults code in again, and gives the same bits", rc);
+    free(A), free(B), free(C1), free(C2);
+}
+
 int main(void) {
     if (!sf_dnnl_available()) {
         printf("SKIP: sfvit was built without oneDNN (-Ddnnl=disabled or libdnnl-dev missing)\n");
@@ -102,5 +141,6 @@ int main(void) {
     }
     CHECK(prims == created2 && runs == run2, "the kernel table counts %ld primitives and %ld products, the totals %ld and %ld",
           prims, runs, created2, run2);
+    release_code();
     return test_summary("gemm_onednn");
 }

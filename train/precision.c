@@ -60,8 +60,8 @@ int sf_bf16_products_choose(double bf16_rate, double fp32_rate) {
  * into cfg so that the run's config, and a resume from it, say which. Under MPI every rank
  * takes fp32 kernels only if all measured them faster (a rank that cannot run bf16 takes part
  * in the vote too, voting no). measure: also when oneDNN's kernels are given (to warn when
- * they are the slower); not when fp32 kernels are, since the probe pages in oneDNN's code,
- * which such a run never uses otherwise (1 MiB of the Fashion-MNIST model's peak). */
+ * they are the slower); not when fp32 kernels are, since the probe costs memory (OpenBLAS's
+ * packing pages of its product, oneDNN's data: 0.6 MiB of the Fashion-MNIST model's 50). */
 static int products_chosen_by_auto;
 
 static void bf16_products_setup(sf_config *cfg, int native, int measure, double *bf16, double *fp32) {
@@ -128,6 +128,12 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
         if (p == SF_PREC_BF16) bf16_products_report(bf16_rate, fp32_rate);
         fflush(stdout);
     }
+    /* The kernels line and the probe ran oneDNN's code; a run whose products all go to
+     * OpenBLAS gives those pages back (the Fashion-MNIST model's bf16 peak: 52.3 -> 50.0 MiB,
+     * its fp32 peak 51.9 -> 50.1). */
+    const int onednn_products = (p == SF_PREC_BF16 && sf_bf16_products_get() == SF_BF16_PRODUCTS_ONEDNN) ||
+                                sf_gemm_fp32_on_onednn();
+    if (!onednn_products) sf_dnnl_release_code();
     return 0;
 }
 

@@ -72,6 +72,8 @@ void sf_bf16_weights_clear(void);
 typedef enum { SF_GEMM_AUTO = 0, SF_GEMM_OPENBLAS, SF_GEMM_ONEDNN } sf_gemm_backend;
 sf_gemm_backend sf_gemm_backend_get(void);
 const char *sf_gemm_backend_name(sf_gemm_backend b);
+/* 1 when sf_gemm's fp32 products go to oneDNN (SFVIT_GEMM=onednn, or auto's choice). */
+int sf_gemm_fp32_on_onednn(void);
 /* What computes fp32 products, one phrase: the backend, OpenBLAS's kernel set, and why auto
  * chose oneDNN when it did (OpenBLAS without a kernel set for this CPU). */
 void sf_gemm_describe(char *buf, size_t size);
@@ -102,6 +104,12 @@ void sf_dnnl_stats(long *created, long *executed);
 /* Drops every cached primitive, on every thread at its next product (after shapes that will
  * not recur, such as the memory probe's, so they do not crowd a run's out of the cache). */
 void sf_dnnl_cache_reset(void);
+/* For a run that will not call oneDNN again (its products all on OpenBLAS): gives back the
+ * pages of oneDNN's code that the kernels line and the kernels probe paged in (about 1 MiB,
+ * held for the whole run otherwise). Code is never written, so nothing is lost: if oneDNN
+ * runs again, the kernel reads its pages from the library file again. Returns the bytes of
+ * code advised (0 without oneDNN or where not supported). */
+size_t sf_dnnl_release_code(void);
 /* The kernels oneDNN picked for sfvit's products so far, one row per implementation name
  * (dnnl_query_impl_info_str, e.g. "brg:avx512_core_amx", "gemm:jit", "ref:any") and data
  * type: primitives created on it, products run and their multiply-adds (all threads). slow:

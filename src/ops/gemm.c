@@ -101,6 +101,8 @@ sf_gemm_backend sf_gemm_backend_get(void) {
     return (sf_gemm_backend)backend;
 }
 
+int sf_gemm_fp32_on_onednn(void) { return sf_gemm_backend_get() == SF_GEMM_ONEDNN || auto_onednn; }
+
 void sf_gemm_describe(char *buf, size_t size) {
     const sf_gemm_backend b = sf_gemm_backend_get();
     if (b == SF_GEMM_ONEDNN)

@@ -26,8 +26,11 @@
 #include <string.h>
 
 #ifdef SFVIT_HAVE_DNNL
+#include <link.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static dnnl_engine_t engine;
 static int engine_ok;
@@ -322,6 +325,44 @@ void sf_dnnl_describe(char *buf, size_t size) {
              bf16 ? bf16 : "none", native ? " (native)" : " (no native bf16)");
 }
 
+/* The executable segments of the loaded libdnnl (the program headers of each loaded object,
+ * as the dynamic linker has them), advised MADV_DONTNEED: their pages leave this process's
+ * resident set, and a later call faults them in from the file again. That loses nothing only
+ * where the code was never written: not in a library with text relocations (then it is left
+ * alone), and only over whole pages inside the segment (a page shared with a writable
+ * segment is not touched). */
+static int has_text_relocations(const struct dl_phdr_info *info) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+             d->d_tag != DT_NULL; d++)
+            if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL))) return 1;
+    }
+    return 0;
+}
+
+static int release_object_code(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    if (strncmp(slash ? slash + 1 : info->dlpi_name, "libdnnl.", 8) != 0) return 0;
+    if (has_text_relocations(info)) return 1;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || (ph->p_flags & PF_W)) continue;
+        const uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + page - 1) & ~(page - 1);
+        const uintptr_t hi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(page - 1);
+        if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0) *(size_t *)data += hi - lo;
+    }
+    return 1;
+}
+
+size_t sf_dnnl_release_code(void) {
+    size_t bytes = 0;
+    dl_iterate_phdr(release_object_code, &bytes);
+    return bytes;
+}
+
 #else /* built without oneDNN */
 
 int sf_dnnl_available(void) { return 0; }
@@ -341,6 +382,7 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
     return -1;
 }
 void sf_dnnl_cache_reset(void) {}
+size_t sf_dnnl_release_code(void) { return 0; }
 int sf_dnnl_kernels(sf_dnnl_kernel *out, int max) {
     (void)out, (void)max;
     return 0;
