@@ -8,6 +8,9 @@
  * VmHWM, read before any inference batch) next to the resident set before the model was built
  * (`base_rss_mib`), the work per image (`train_gflop_per_img`, `infer_gflop_per_img`) and the
  * measured sgemm rate (`sgemm_peak_gflops`). `--no-infer` skips the inference batches.
+ * `--no-products` times the steps with every product kernel skipped (sf_products_skip): what
+ * the rest of a step costs, the floor that faster product kernels (AMX) approach, and what
+ * the step's products would add at the sgemm and bf16 rates measured here.
  * `--token-sweep` is the scaling sweep over token counts (cli/sweep.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +141,8 @@ static void bench_report_kernels(const bench_result *r) {
                slow);
 }
 
-static void bench_report(const sf_config *cfg, const bench_result *r, int threads, int infer, size_t param_floats,
-                         double base_rss) {
+static void bench_report(const sf_config *cfg, const bench_result *r, int threads, int infer, int no_products,
+                         size_t param_floats, double base_rss) {
     const sf_model_cfg *mc = &cfg->model;
     const int B = cfg->train.batch_size, C = mc->in_chans, S = mc->img_size;
     const double train = r->forward + r->backward + r->optimizer, inf = r->inference;
@@ -153,18 +156,35 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
     double peak = sf_gemm_rate(0, B * tokens, hidden, width);
     const char *core = getenv("OPENBLAS_CORETYPE");
-    printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s\n",
-           mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)");
+    printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s%s\n",
+           mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)",
+           no_products ? "  (--no-products: every product kernel skipped)" : "");
     printf("  %-22s %10s\n", "phase", "ms (median)");
     printf("  %-22s %10.1f\n", "forward", r->forward * 1e3);
     printf("  %-22s %10.1f\n", "backward", r->backward * 1e3);
     printf("  %-22s %10.1f\n", "update", r->optimizer * 1e3);
     printf("  %-22s %10.1f\n", "train step", train * 1e3);
     printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
-    printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
-           infer ? infer_gflops : 0.0);
-    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s -> train at %.0f%%, inference at %.0f%%\n",
-           B * tokens, hidden, width, peak, 100 * train_gflops / peak, infer ? 100 * infer_gflops / peak : 0.0);
+    /* bf16 products: the rate of the largest product with bf16 operands, where native. */
+    const char *why = NULL;
+    double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, B * tokens, hidden, width) : 0.0;
+    if (no_products) {
+        /* The step's products at a rate R would add their work / R to the step timed here. */
+        const double work = 3.0 * 2.0 * macs * B * 1e-9; /* GFLOP */
+        printf("  without its product kernels; the products (%.1f GFLOP a training step) would add %.0f ms at the "
+               "sgemm peak below",
+               work, work / peak * 1e3);
+        if (bf16_peak > 0) printf(", %.0f ms at the bf16 ceiling", work / bf16_peak * 1e3);
+        printf("\n");
+    } else {
+        printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
+               infer ? infer_gflops : 0.0);
+    }
+    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s", B * tokens, hidden, width, peak);
+    if (!no_products)
+        printf(" -> train at %.0f%%, inference at %.0f%%", 100 * train_gflops / peak,
+               infer ? 100 * infer_gflops / peak : 0.0);
+    printf("\n");
     printf("  activation arena peak %.1f MiB (estimated before the first step: %.1f MiB), parameters %.1f MiB (x4 "
            "with grads and moments)\n",
            r->arena_peak / 1048576.0, r->arena_estimate / 1048576.0, param_floats * 4.0 / 1048576.0);
@@ -172,9 +192,6 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
         printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run)\n",
                r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
     bench_report_kernels(r);
-    /* bf16 products: the rate of the largest product with bf16 operands, where native. */
-    const char *why = NULL;
-    double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, B * tokens, hidden, width) : 0.0;
     if (bf16_peak > 0)
         printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s%s\n", B * tokens, hidden, width, bf16_peak,
                sf_precision_get() == SF_PREC_BF16 && sf_bf16_products_get() == SF_BF16_PRODUCTS_FP32
@@ -236,10 +253,10 @@ int sf_cmd_bench(int argc, char **argv) {
                *s_warmup = cli_get(&args, "bench", "--warmup");
     char **overrides = args.over;
     const int n_over = args.n_over, steps = s_steps ? atoi(s_steps) : 5, warmup = s_warmup ? atoi(s_warmup) : 2,
-              infer = !cli_get(&args, "bench", "--no-infer");
+              infer = !cli_get(&args, "bench", "--no-infer"), no_products = cli_get(&args, "bench", "--no-products") != NULL;
     cli_args_free(&args);
     if (!config_path || steps < 1) {
-        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer]"
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer] [--no-products]"
                  "  |  sfvit bench --token-sweep [-o sweep.csv] [...]");
         return 2;
     }
@@ -274,9 +291,11 @@ int sf_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < B; i++) labels[i] = (int)sf_rng_below(&rng, (uint32_t)mc->num_classes);
 
     bench_result r;
+    sf_products_skip(no_products);
     bench_run(&cfg, m, &ps, &x, labels, warmup, steps, infer, &r);
+    sf_products_skip(0);
     r.arena_estimate = arena_estimate;
-    bench_report(&cfg, &r, threads, infer, ps.total, base_rss);
+    bench_report(&cfg, &r, threads, infer, no_products, ps.total, base_rss);
     free(x.data);
     free(labels);
     sf_model_free(m);

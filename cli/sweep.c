@@ -310,10 +310,12 @@ int cli_bench_token_sweep(cli_args *args) {
                *s_steps = cli_get(args, "bench", "--steps"), *s_warmup = cli_get(args, "bench", "--warmup"),
                *s_min_time = cli_get(args, "bench", "--min-time");
     char **over = args->over;
-    const int n_over = args->n_over, n_pos = args->n_pos, no_infer = cli_get(args, "bench", "--no-infer") != NULL;
+    const int n_over = args->n_over, n_pos = args->n_pos, no_infer = cli_get(args, "bench", "--no-infer") != NULL,
+              no_products = cli_get(args, "bench", "--no-products") != NULL;
     cli_args_free(args);
     if (n_pos) return cli_usage_error("bench", "--token-sweep takes no config: its models come from its kind table");
     if (no_infer) return cli_usage_error("bench", "--no-infer does not apply to --token-sweep");
+    if (no_products) return cli_usage_error("bench", "--no-products does not apply to --token-sweep");
     int kinds[N_SWEEP_KINDS], n_kinds, lo = 64, hi = 8192, dh = 64, heads = 2;
     sweep_opts o = {.warmup = 1, .min_reps = 3, .min_time = 0.3};
     double cap_gib = 8;

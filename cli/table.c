@@ -78,6 +78,8 @@ const cli_command cli_commands[] = {
     {"bench", sf_cmd_bench,
      "bench CONFIG [key=value ...]          time training and inference steps\n"
      "    [--steps N] [--warmup N] [--no-infer]\n"
+     "    [--no-products]: every product kernel skipped (the values meaningless): what the rest of a\n"
+     "    step costs, and what its products would add at the sgemm and bf16 rates measured here.\n"
      "  bench --token-sweep [-o sweep.csv]    time and memory vs token count N per attention kind\n"
      "    [--kinds LIST] [--tokens MIN:MAX] [--dh D] [--heads H] [key=value ...]: a one-block model per\n"
      "    kind and N (two per octave, default 64:8192), batch 1, inference forward and training step\n"
@@ -87,7 +89,7 @@ const cli_command cli_commands[] = {
      "    [--steps N] [--min-time S] reps per point: the median of >= N (3) and >= S seconds (0.3);\n"
      "    [--warmup N] (1); [--mem-cap GIB] points estimated above it (8) are written as skipped.\n"
      "    CSV kind,N,phase,ms,peak_bytes,macs,status,...; prints the log-log slopes. sfvit plot draws it.\n",
-     1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}, {"--token-sweep", NULL}, {"-o", "OUT.csv"},
+     1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}, {"--no-products", NULL}, {"--token-sweep", NULL}, {"-o", "OUT.csv"},
             {"--kinds", "LIST"}, {"--tokens", "MIN:MAX"}, {"--dh", "D"}, {"--heads", "H"}, {"--mem-cap", "GIB"},
             {"--min-time", "S"}}},
     {"dump", sf_cmd_dump,

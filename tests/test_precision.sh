@@ -164,9 +164,19 @@ out=$("$SFVIT" bench "$BASE" train.precision=bf16_emulated train.batch_size=8 --
 check "bench in bf16_emulated" test $rc -eq 0
 check "bench prints the kernels and the bf16 ceiling" \
   bash -c 'grep -q "^kernels:" <<< "$1" && grep -q "bf16 product ceiling" <<< "$1" && grep -q "^precision bf16_emulated" <<< "$1"' _ "$out"
+# --no-products: the same steps with every product kernel skipped; the same activations
+# (the arena's peak is the run's own), and the work the products would add.
+arena_of() { sed -n 's/^  activation arena peak \([0-9.]*\) MiB.*/\1/p' <<< "$1"; }
+skip=$("$SFVIT" bench "$BASE" train.precision=bf16_emulated train.batch_size=8 --steps 1 --warmup 1 --no-products 2>&1); rc=$?
+check "bench --no-products runs and says so"   bash -c 'test $2 -eq 0 && grep -q "(--no-products: every product kernel skipped)" <<< "$1" && grep -q "without its product kernels; the products ([0-9.]* GFLOP a training step) would add [0-9]* ms at the sgemm peak" <<< "$1"' _ "$skip" $rc
+check "... with the activations of the run with products ($(arena_of "$skip") MiB)"   test -n "$(arena_of "$skip")" -a "$(arena_of "$skip")" = "$(arena_of "$out")"
+out=$("$SFVIT" bench --token-sweep --no-products 2>&1); rc=$?
+check "--no-products with --token-sweep refused" bash -c 'test $2 -eq 2 && grep -q "no-products does not apply" <<< "$1"' _ "$out" $rc
 # The kernels oneDNN ran: named by bench, none of them its reference kernel (f32 products on
 # every machine with oneDNN, bf16 ones where native).
 if ! grep -q "oneDNN: not built in" <<< "$info"; then
+  out=$(SFVIT_GEMM=onednn "$SFVIT" bench "$BASE" train.batch_size=8 --steps 1 --warmup 1 --no-infer --no-products 2>&1); rc=$?
+  check "--no-products: no product ran in oneDNN's kernels in the timed steps"     bash -c 'test $2 -eq 0 && ! grep -q "oneDNN kernels in the timed steps" <<< "$1"' _ "$out" $rc
   out=$(SFVIT_GEMM=onednn "$SFVIT" bench "$BASE" train.batch_size=8 --steps 1 --warmup 1 --no-infer 2>&1); rc=$?
   check "bench with SFVIT_GEMM=onednn names the kernels of its steps" \
     bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* f32 [0-9]* products" <<< "$1"' _ "$out" $rc
@@ -189,6 +199,10 @@ if ! grep -q "oneDNN: not built in" <<< "$info"; then
     check "bench in bf16 names the bf16 kernels of its steps" \
       bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* bf16 [0-9]* products" <<< "$1"' _ "$out" $rc
     check "no bf16 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"
+    out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=onednn train.batch_size=8 --steps 1 --warmup 1 \
+          --no-infer --no-products 2>&1); rc=$?
+    check "bf16 --no-products: no bf16 product ran in oneDNN's kernels, and the bf16 rate is named" \
+      bash -c 'test $2 -eq 0 && ! grep -q "oneDNN kernels in the timed steps" <<< "$1" && grep -q "ms at the bf16 ceiling$" <<< "$1"' _ "$out" $rc
   fi
 fi
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid train.max_steps=3 train.precision=fp32,bf16_emulated 2>&1); rc=$?

@@ -47,6 +47,13 @@ void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, co
 void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C);
 
+/* sfvit bench --no-products: while on, the kernels of every product above (fp32, oneDNN's
+ * bf16, fp32 kernels on bf16 values) are skipped, leaving C = beta C, and all the work around
+ * them (rounding and widening operands, copies) still runs. The values computed are then
+ * meaningless; the time is that of a step whose products took none. sf_gemm itself (SOFT's
+ * fp32 kernel and pseudo-inverse products) is not affected. */
+void sf_products_skip(int on);
+
 /* ---- bf16 numbers (src/ops/bf16.c) ---- */
 /* fp32 -> bf16 with round-to-nearest-even; NaN stays NaN (quiet, sign kept), ±Inf stays
  * ±Inf, overflow past the largest bf16 rounds to Inf, denormals round like any number. */

@@ -233,6 +233,29 @@ static void bf16_block(const float *X, const uint16_t *X16, int ld, int r0, int 
 
 static float *buffer(int i, size_t floats) { return scratch_get(i, floats * sizeof(float)); }
 
+/* sfvit bench --no-products: the product kernels (fp32 and oneDNN's bf16) leave C = beta C,
+ * and everything sfvit does around them (rounding, widening, copies) still runs: the time
+ * of a step whose products took none, which faster kernels approach. */
+static int kernels_skipped;
+
+void sf_products_skip(int on) { kernels_skipped = on; }
+
+static void skip_kernel(int M, int N, float beta, float *C) {
+    const size_t n = (size_t)M * N;
+    if (beta == 0.0f)
+        memset(C, 0, n * sizeof *C);
+    else if (beta != 1.0f)
+        for (size_t i = 0; i < n; i++) C[i] *= beta;
+}
+
+static void f32_kernel(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B, float beta,
+                       float *C) {
+    if (kernels_skipped)
+        skip_kernel(M, N, beta, C);
+    else
+        sf_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+}
+
 static void gemm_on_fp32_kernels(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                                  const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
     /* stored: A is (M x K), or (K x M) when ta; B is (K x N), or (N x K) when tb */
@@ -241,7 +264,7 @@ static void gemm_on_fp32_kernels(int ta, int tb, int M, int N, int K, float alph
         float *a = buffer(0, na), *b = buffer(1, nb);
         bf16_block(A, A16, ta ? M : K, 0, ta ? K : M, 0, ta ? M : K, a);
         bf16_block(B, B16, tb ? K : N, 0, tb ? N : K, 0, tb ? K : N, b);
-        sf_gemm(ta, tb, M, N, K, alpha, a, b, beta, C);
+        f32_kernel(ta, tb, M, N, K, alpha, a, b, beta, C);
         return;
     }
     if (na >= nb) { /* rows of op(A), and of C */
@@ -255,7 +278,7 @@ static void gemm_on_fp32_kernels(int ta, int tb, int M, int N, int K, float alph
                 bf16_block(A, A16, M, 0, K, r0, nr, a); /* columns r0.. of (K x M): (K x nr) */
             else
                 bf16_block(A, A16, K, r0, nr, 0, K, a);
-            sf_gemm(ta, tb, nr, N, K, alpha, a, b, beta, C + (size_t)r0 * N);
+            f32_kernel(ta, tb, nr, N, K, alpha, a, b, beta, C + (size_t)r0 * N);
         }
         return;
     }
@@ -271,7 +294,7 @@ static void gemm_on_fp32_kernels(int ta, int tb, int M, int N, int K, float alph
             bf16_block(B, B16, K, 0, N, k0, nk, b); /* columns k0.. of (N x K) */
         else
             bf16_block(B, B16, N, k0, nk, 0, N, b);
-        sf_gemm(ta, tb, M, N, nk, alpha, a, b, k0 ? 1.0f : beta, C);
+        f32_kernel(ta, tb, M, N, nk, alpha, a, b, k0 ? 1.0f : beta, C);
     }
 }
 
@@ -286,7 +309,7 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
                     const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
     size_t na = (size_t)M * K, nb = (size_t)K * N; /* transposed or not, contiguous */
     if (precision == SF_PREC_FP32) {
-        sf_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+        f32_kernel(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
         return;
     }
     if (precision == SF_PREC_BF16_EMULATED || bf16_products == SF_BF16_PRODUCTS_FP32) {
@@ -295,6 +318,10 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         return;
     }
     const uint16_t *a = native_operand(0, A, A16, na), *b = native_operand(1, B, B16, nb);
+    if (kernels_skipped) {
+        skip_kernel(M, N, beta, C);
+        return;
+    }
     /* The command checked sf_dnnl_bf16_native before choosing bf16. */
     SF_ASSERT(sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C) == 0,
               "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
