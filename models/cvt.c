@@ -250,7 +250,7 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
     if (a->kind == SF_ATTN_MSA)
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
     else
-        o = sf_sima(g, Q, K, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
+        o = sf_sima_last_use(g, Q, K, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
     sf_tensor *y = mdl_linear_last_use(g, &a->proj, sf_heads_merge_to_linear(g, o));  // (B, Nq, C)
     return c->drop_rate > 0 ? sf_dropout(g, y, c->drop_rate) : y;
 }

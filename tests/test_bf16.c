@@ -25,6 +25,9 @@
  *    always in bf16 (its bf16 copy is kept, half the bytes), in fp32 only without a dW.
  * 5. The *_to_linear ops: the plain op's bits, the output in bf16 alone.
  * 6. train.bf16_products=auto's rule on measured rates.
+ * 7. SimA's bf16 copies of q, k and v (made in the forward for the backward): sf_sima_last_use
+ *    gives sf_sima's output and gradients bit for bit in every precision and both orders, and
+ *    releases v's fp32 data exactly where its backward reads only the copy (bf16, training).
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -584,6 +587,78 @@ static void test_products_choice(void) {
     CHECK(sf_bf16_products_choose(0, 0) == SF_BF16_PRODUCTS_ONEDNN, "nothing measured: oneDNN's");
 }
 
+/* ---- 7. SimA's bf16 operand copies ---- */
+
+typedef struct {
+    float *y, *grad[3]; /* o; gradients of q, k, v */
+    int v_released;     /* v had no fp32 data after the forward */
+} sima_run;
+
+static sima_run run_sima(int last_use, int grad, sf_tensor *const *leaves, sf_sima_order order, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = grad;
+    for (int i = 0; i < 3; i++) {
+        free(leaves[i]->grad);
+        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    }
+    sf_tensor *v = sf_scale(&g, leaves[2], 1.0f); /* an activation, which can be handed over */
+    sf_tensor *y = last_use ? sf_sima_last_use(&g, leaves[0], leaves[1], v, order) : sf_sima(&g, leaves[0], leaves[1], v, order);
+    sima_run r = {.v_released = v->data == NULL};
+    r.y = malloc(y->numel * sizeof(float));
+    memcpy(r.y, y->data, y->numel * sizeof(float));
+    if (grad) sf_backward_seeded(&g, y, R);
+    for (int i = 0; i < 3; i++) {
+        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
+        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
+    }
+    sf_ctx_free(&g);
+    return r;
+}
+
+static void test_sima_copies(void) {
+    enum { L = 6, N = 20, D = 8 };
+    sf_rng r;
+    sf_rng_seed(&r, 13);
+    const struct {
+        const char *name;
+        int Nq;
+        sf_sima_order order;
+    } cases[] = {{"kv-first", N, SF_SIMA_KV_FIRST}, {"qk-first", N, SF_SIMA_QK_FIRST}, {"qk-first, one query", 1, SF_SIMA_QK_FIRST}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int Nq = cases[c].Nq;
+        sf_tensor *leaves[3] = {gc_leaf(3, (int[]){L, Nq, D}, 1), gc_leaf(3, (int[]){L, N, D}, 1), gc_leaf(3, (int[]){L, N, D}, 1)};
+        for (int i = 0; i < 3; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+        float *R = malloc((size_t)L * Nq * D * sizeof(float));
+        for (int k = 0; k < L * Nq * D; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        for (int p = 0; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
+            sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
+            sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+            const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
+            for (int grad = 0; grad < 2; grad++) {
+                sima_run plain = run_sima(0, grad, leaves, cases[c].order, R);
+                sima_run handed = run_sima(1, grad, leaves, cases[c].order, R);
+                const char *gn = grad ? "training" : "no gradients";
+                int same = !memcmp(plain.y, handed.y, (size_t)L * Nq * D * sizeof(float));
+                for (int i = 0; i < 3; i++)
+                    same = same && !memcmp(plain.grad[i], handed.grad[i], leaves[i]->numel * sizeof(float));
+                CHECK(same, "sima %s, %s, %s: v handed over gives sf_sima's output and gradients bit for bit",
+                      cases[c].name, pn, gn);
+                const int want = p > 0 && grad;
+                CHECK(!plain.v_released && handed.v_released == want, "sima %s, %s, %s: v's fp32 data %s", cases[c].name,
+                      pn, gn, want ? "released (the backward reads its bf16 copy)" : "kept");
+                free(plain.y), free(handed.y);
+                for (int i = 0; i < 3; i++) free(plain.grad[i]), free(handed.grad[i]);
+            }
+        }
+        sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+        sf_precision_set(SF_PREC_FP32);
+        for (int i = 0; i < 3; i++) gc_leaf_free(leaves[i]);
+        free(R);
+    }
+    printf("  sima with bf16 operand copies: the bits of sf_sima, v released where only its copy is read\n");
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
@@ -605,5 +680,6 @@ int main(void) {
     test_linear_last_use();
     test_to_linear();
     test_products_choice();
+    test_sima_copies();
     return test_summary("bf16");
 }

@@ -375,46 +375,87 @@ static void sima_slice_naive(float *o, const float *q, const float *k, const flo
         }
 }
 
-/* Saved: the intermediate of the forward order, so backward reuses it. */
+/* Saved: the intermediate of the forward order, so backward reuses it; with bf16 products,
+ * q, k and v in bf16 as well. Each operand of a slice's products is then rounded once (the
+ * forward rounds q, k and v for its own products and keeps them), not once per product that
+ * reads it: the backward's products would round each again, and its output gradient and dS
+ * or dU twice. For DeiT-S that was most of the work of sima besides its products, which on
+ * AMX are the smaller part (docs/precision.md). */
 typedef struct sima_saved {
-    float *mid; // (L, Nq, N) S = Q K^T (qk-first) or (L, D, D) U = K^T V (kv-first)
+    float *mid;                  // (L, Nq, N) S = Q K^T (qk-first) or (L, D, D) U = K^T V (kv-first)
+    uint16_t *q16, *k16, *v16;   // (L, Nq, D), (L, N, D), (L, N, D) in bf16, or NULL (fp32)
 } sima_saved;
 
-sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
+/* The bf16 copy of an operand's slice, or NULL (fp32 precision: the products read fp32). */
+static const uint16_t *slice16(const uint16_t *all, int l, size_t per) { return all ? all + (size_t)l * per : NULL; }
+
+/* y (n) = x rounded to bf16 in a per-thread scratch of the backward: an operand that two of
+ * its products read. NULL in fp32 precision. */
+static const uint16_t *round_once(uint16_t *scratch, const float *x, size_t n) {
+    if (!scratch) return NULL;
+    sf_bf16_convert(x, scratch, n);
+    return scratch;
+}
+
+/* v_last_use: v is handed over (nothing reads it after this call); once its bf16 copy is
+ * made for the backward, its fp32 data is released, so the copies cost 2 bytes per value of
+ * q and of k, not 6 (DeiT-S b8: 14 MiB, not 44). */
+static sf_tensor *sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order, int v_last_use) {
     attn_dims d = attn_check(q, k, v, "sima");
     int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
     order = sf_sima_resolve(order, N, D);
     sf_tensor *in[3] = {q, k, v};
     int rec = sf_needs_grad(g, in, 3);
     size_t per = order == SF_SIMA_QK_FIRST ? (size_t)Nq * N : (size_t)D * D;
+    const size_t nq = (size_t)Nq * D, nk = (size_t)N * D;
     attn_par par = attn_par_begin(L);
     // (L, Nq, N) or (L, D, D) when recording, else one slice per thread
     float *mid = attn_alloc(g, (size_t)(rec ? L : par.nthr) * per);
+    /* bf16 copies for the backward, when there is one */
+    const int keep16 = rec && sf_precision_get() != SF_PREC_FP32;
+    uint16_t *q16 = keep16 ? sf_arena_alloc(g->arena, (size_t)L * nq * sizeof *q16) : NULL;
+    uint16_t *k16 = keep16 ? sf_arena_alloc(g->arena, (size_t)L * nk * sizeof *k16) : NULL;
+    uint16_t *v16 = keep16 ? sf_arena_alloc(g->arena, (size_t)L * nk * sizeof *v16) : NULL;
     sf_tensor *o = sf_tensor_like(g, q); // (L, Nq, D)
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
-        const float *ql = q->data + (size_t)l * Nq * D; // (Nq, D)
-        const float *kl = k->data + (size_t)l * N * D;  // (N, D)
-        const float *vl = v->data + (size_t)l * N * D;  // (N, D)
-        float *ol = o->data + (size_t)l * Nq * D;       // (Nq, D)
+        const float *ql = q->data + (size_t)l * nq; // (Nq, D)
+        const float *kl = k->data + (size_t)l * nk;  // (N, D)
+        const float *vl = v->data + (size_t)l * nk;  // (N, D)
+        float *ol = o->data + (size_t)l * nq;       // (Nq, D)
         float *m = mid + (size_t)(rec ? l : sf_thread_slot()) * per;
+        if (keep16) {
+            sf_bf16_convert(ql, q16 + (size_t)l * nq, nq);
+            sf_bf16_convert(kl, k16 + (size_t)l * nk, nk);
+            sf_bf16_convert(vl, v16 + (size_t)l * nk, nk);
+        }
+        const uint16_t *q16l = slice16(q16, l, nq), *k16l = slice16(k16, l, nk), *v16l = slice16(v16, l, nk);
         if (order == SF_SIMA_QK_FIRST) {
-            sf_gemm_prec(0, 1, Nq, N, D, 1.0f, ql, kl, 0.0f, m); // S = Q K^T   (Nq, N)
-            sf_gemm_prec(0, 0, Nq, D, N, 1.0f, m, vl, 0.0f, ol); // O = S V     (Nq, D)
+            sf_gemm_prec_w(0, 1, Nq, N, D, 1.0f, ql, q16l, kl, k16l, 0.0f, m); // S = Q K^T   (Nq, N)
+            sf_gemm_prec_w(0, 0, Nq, D, N, 1.0f, m, NULL, vl, v16l, 0.0f, ol); // O = S V     (Nq, D)
         } else {
-            sf_gemm_prec(1, 0, D, D, N, 1.0f, kl, vl, 0.0f, m);  // U = K^T V   (D, D)
-            sf_gemm_prec(0, 0, Nq, D, D, 1.0f, ql, m, 0.0f, ol); // O = Q U     (Nq, D)
+            sf_gemm_prec_w(1, 0, D, D, N, 1.0f, kl, k16l, vl, v16l, 0.0f, m);  // U = K^T V   (D, D)
+            sf_gemm_prec_w(0, 0, Nq, D, D, 1.0f, ql, q16l, m, NULL, 0.0f, ol); // O = Q U     (Nq, D)
         }
     }
     attn_par_end(par);
     if (rec) {
         sf_node *node = sf_tape_push(g, SF_OP_SIMA, o, in, 3);
         sima_saved *sv = sf_arena_alloc(g->arena, sizeof(*sv));
-        sv->mid = mid;
+        *sv = (sima_saved){.mid = mid, .q16 = q16, .k16 = k16, .v16 = v16};
         node->saved = sv;
         node->iarg[0] = (int)order;
     }
+    if (v_last_use && keep16 && v != q && v != k) sf_tensor_release_data(g, v);
     return o;
+}
+
+sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
+    return sima(g, q, k, v, order, 0);
+}
+
+sf_tensor *sf_sima_last_use(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
+    return sima(g, q, k, v, order, 1);
 }
 
 /* The backward follows the forward's order, reusing its saved S or U (attention.md#sima).
@@ -440,32 +481,41 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
     float *dv = !v->requires_grad ? NULL : plain ? sf_grad(g, v) : sf_grad_dst(g, v, &av);
     const float bq = aq ? 1.0f : 0.0f, bk = ak ? 1.0f : 0.0f, bv = av ? 1.0f : 0.0f;
     size_t per = order == SF_SIMA_QK_FIRST ? (size_t)Nq * N : (size_t)D * D;
+    const size_t nq = (size_t)Nq * D, nk = (size_t)N * D;
     attn_par par = attn_par_begin(L);
     float *dmid_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dS or (D, D) dU
+    /* per thread, in bf16: G's slice and dS or dU, each read by two products */
+    const size_t per16 = nq + per;
+    uint16_t *r16_all = sv->q16 ? sf_arena_alloc(g->arena, (size_t)par.nthr * per16 * sizeof *r16_all) : NULL;
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
         float *dmid = dmid_all + (size_t)sf_thread_slot() * per;
-        const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
-        const float *vl = v->data + (size_t)l * N * D;
-        const float *gl = o->grad + (size_t)l * Nq * D; // (Nq, D)
+        uint16_t *g16 = r16_all ? r16_all + (size_t)sf_thread_slot() * per16 : NULL, *dmid16 = g16 ? g16 + nq : NULL;
+        const float *ql = q->data + (size_t)l * nq, *kl = k->data + (size_t)l * nk;
+        const float *vl = v->data ? v->data + (size_t)l * nk : NULL; /* NULL: handed over, v16l serves */
+        const uint16_t *q16l = slice16(sv->q16, l, nq), *k16l = slice16(sv->k16, l, nk), *v16l = slice16(sv->v16, l, nk);
+        const float *gl = o->grad + (size_t)l * nq; // (Nq, D)
+        const uint16_t *gl16 = round_once(g16, gl, nq);
         const float *m = sv->mid + (size_t)l * per;
-        float *dql = dq ? dq + (size_t)l * Nq * D : NULL, *dkl = dk ? dk + (size_t)l * N * D : NULL;
-        float *dvl = dv ? dv + (size_t)l * N * D : NULL;
+        float *dql = dq ? dq + (size_t)l * nq : NULL, *dkl = dk ? dk + (size_t)l * nk : NULL;
+        float *dvl = dv ? dv + (size_t)l * nk : NULL;
         if (order == SF_SIMA_QK_FIRST) {
-            if (dvl) sf_gemm_prec(1, 0, N, D, Nq, 1.0f, m, gl, bv, dvl);      // dV += S^T G
+            if (dvl) sf_gemm_prec_w(1, 0, N, D, Nq, 1.0f, m, NULL, gl, gl16, bv, dvl); // dV += S^T G
             if (dql || dkl) {
-                sf_gemm_prec(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dmid);       // dS = G V^T
-                if (dql) sf_gemm_prec(0, 0, Nq, D, N, 1.0f, dmid, kl, bq, dql); // dQ += dS K
+                sf_gemm_prec_w(0, 1, Nq, N, D, 1.0f, gl, gl16, vl, v16l, 0.0f, dmid); // dS = G V^T
+                const uint16_t *ds16 = round_once(dmid16, dmid, per);
+                if (dql) sf_gemm_prec_w(0, 0, Nq, D, N, 1.0f, dmid, ds16, kl, k16l, bq, dql); // dQ += dS K
                 if (dkl && !broken)
-                    sf_gemm_prec(1, 0, N, D, Nq, 1.0f, dmid, ql, bk, dkl);     // dK += dS^T Q
+                    sf_gemm_prec_w(1, 0, N, D, Nq, 1.0f, dmid, ds16, ql, q16l, bk, dkl); // dK += dS^T Q
             }
         } else {
-            if (dql) sf_gemm_prec(0, 1, Nq, D, D, 1.0f, gl, m, bq, dql);      // dQ += G U^T
+            if (dql) sf_gemm_prec_w(0, 1, Nq, D, D, 1.0f, gl, gl16, m, NULL, bq, dql); // dQ += G U^T
             if (dkl || dvl) {
-                sf_gemm_prec(1, 0, D, D, Nq, 1.0f, ql, gl, 0.0f, dmid);       // dU = Q^T G
+                sf_gemm_prec_w(1, 0, D, D, Nq, 1.0f, ql, q16l, gl, gl16, 0.0f, dmid); // dU = Q^T G
+                const uint16_t *du16 = round_once(dmid16, dmid, per);
                 if (dkl && !broken)
-                    sf_gemm_prec(0, 1, N, D, D, 1.0f, vl, dmid, bk, dkl);      // dK += V dU^T
-                if (dvl) sf_gemm_prec(0, 0, N, D, D, 1.0f, kl, dmid, bv, dvl); // dV += K dU
+                    sf_gemm_prec_w(0, 1, N, D, D, 1.0f, vl, v16l, dmid, du16, bk, dkl); // dK += V dU^T
+                if (dvl) sf_gemm_prec_w(0, 0, N, D, D, 1.0f, kl, k16l, dmid, du16, bv, dvl); // dV += K dU
             }
         }
     }
