@@ -180,7 +180,10 @@ static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
  * and dropout's its mask, so the activation's output is dead once fc2 (or dropout) read it;
  * without dropout fc2 is its only reader, so in bf16 it is made in bf16 alone. */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
-    sf_tensor *a = act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x), l->drop <= 0);
+    /* fc1's output goes only into the activation: with GELU and no dropout the two are one
+     * op, whose backward sums and rounds fc1's output gradient in one pass */
+    sf_tensor *a = l->act == SF_ACT_GELU && l->drop <= 0 ? sf_linear_gelu_to_linear(g, x, l->fc1.w, l->fc1.b)
+                                                         : act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x), l->drop <= 0);
     sf_tensor *h = dropout(g, a, l->drop);
     if (h != a) sf_tensor_release_data(g, a);
     return dropout(g, mdl_linear_last_use(g, &l->fc2, h), l->drop);

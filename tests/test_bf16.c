@@ -28,6 +28,9 @@
  * 7. SimA's bf16 copies of q, k and v (made in the forward for the backward): sf_sima_last_use
  *    gives sf_sima's output and gradients bit for bit in every precision and both orders, and
  *    releases v's fp32 data exactly where its backward reads only the copy (bf16, training).
+ * 8. fc1 and its GELU as one op (sf_linear_gelu_to_linear, whose backward sums and rounds fc1's
+ *    output gradient in one pass): the two ops' output and gradients bit for bit, with and
+ *    without bias, trained or frozen weight, in every precision.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -659,6 +662,71 @@ static void test_sima_copies(void) {
     printf("  sima with bf16 operand copies: the bits of sf_sima, v released where only its copy is read\n");
 }
 
+/* ---- 8. fc1 + GELU as one op ---- */
+
+enum { LG_LEAVES = 5 }; /* x, fc1's w and b, fc2's w and b */
+
+typedef struct {
+    float *y, *grad[LG_LEAVES];
+} mlp_run;
+
+static mlp_run run_mlp(int fused, int bias, sf_tensor *const *leaves, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 1;
+    for (int i = 0; i < LG_LEAVES; i++) {
+        free(leaves[i]->grad);
+        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    }
+    sf_tensor *x = sf_scale(&g, leaves[0], 1.0f), *b1 = bias ? leaves[2] : NULL;
+    sf_tensor *a = fused ? sf_linear_gelu_to_linear(&g, x, leaves[1], b1)
+                         : sf_gelu_to_linear(&g, sf_linear_last_use(&g, x, leaves[1], b1));
+    sf_tensor *y = sf_linear_last_use(&g, a, leaves[3], leaves[4]);
+    mlp_run r;
+    r.y = malloc(y->numel * sizeof(float));
+    memcpy(r.y, y->data, y->numel * sizeof(float));
+    sf_backward_seeded(&g, y, R);
+    for (int i = 0; i < LG_LEAVES; i++) {
+        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
+        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
+    }
+    sf_ctx_free(&g);
+    return r;
+}
+
+static void test_linear_gelu(void) {
+    enum { B = 2, N = 70, C = 24, Hd = 96, O = 24 }; /* 140 rows: three blocks of the bias sum */
+    sf_rng r;
+    sf_rng_seed(&r, 17);
+    sf_tensor *leaves[LG_LEAVES] = {gc_leaf(3, (int[]){B, N, C}, 1), gc_leaf(2, (int[]){Hd, C}, 1), gc_leaf(1, (int[]){Hd}, 1),
+                                    gc_leaf(2, (int[]){O, Hd}, 1), gc_leaf(1, (int[]){O}, 1)};
+    for (int i = 0; i < LG_LEAVES; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+    float *R = malloc(B * N * O * sizeof(float));
+    for (int k = 0; k < B * N * O; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    for (int p = 0; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
+        sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
+        sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+        const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
+        for (int v = 0; v < 4; v++) {
+            const int bias = v & 1, frozen = v >> 1;
+            leaves[1]->requires_grad = !frozen;
+            mlp_run apart = run_mlp(0, bias, leaves, R), fused = run_mlp(1, bias, leaves, R);
+            int same = !memcmp(apart.y, fused.y, B * N * O * sizeof(float));
+            for (int i = 0; i < LG_LEAVES; i++) same = same && !memcmp(apart.grad[i], fused.grad[i], leaves[i]->numel * sizeof(float));
+            CHECK(same, "linear_gelu, %s, %s, %s fc1 weight: the two ops' output and gradients bit for bit", pn,
+                  bias ? "bias" : "no bias", frozen ? "frozen" : "trained");
+            free(apart.y), free(fused.y);
+            for (int i = 0; i < LG_LEAVES; i++) free(apart.grad[i]), free(fused.grad[i]);
+        }
+        leaves[1]->requires_grad = 1;
+    }
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+    sf_precision_set(SF_PREC_FP32);
+    for (int i = 0; i < LG_LEAVES; i++) gc_leaf_free(leaves[i]);
+    free(R);
+    printf("  fc1 + GELU as one op: the bits of the two ops\n");
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
@@ -681,5 +749,6 @@ int main(void) {
     test_to_linear();
     test_products_choice();
     test_sima_copies();
+    test_linear_gelu();
     return test_summary("bf16");
 }

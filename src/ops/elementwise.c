@@ -214,7 +214,6 @@ static sf_tensor *activation(sf_ctx *g, sf_tensor *x, sf_op op, act_block_fn f, 
     return y;
 }
 
-#define INV_SQRT_2PI 0.39894228040143267794f /* 1/sqrt(2 pi) */
 #define SQRT_2_PI 0.79788456080286535588f /* sqrt(2/pi) */
 #define GELU_TANH_A 0.044715f
 
@@ -234,6 +233,12 @@ sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, 
 /* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
 void sf_gelu_backward(sf_ctx *g, sf_node *node) {
+    /* x made by a linear layer for this GELU alone (sf_linear_gelu_to_linear): both backwards
+     * in one pass, in matmul.c */
+    if (node->iarg[0]) {
+        sf_linear_gelu_backward(g, node, &g->tape[node->iarg[0] - 1]);
+        return;
+    }
     const float *x = node->in[0]->data, *G = node->out->grad;
     int acc;
     float *dx = sf_grad_dst(g, node->in[0], &acc);
@@ -242,9 +247,7 @@ void sf_gelu_backward(sf_ctx *g, sf_node *node) {
     float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f;
 #pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
     for (size_t i = 0; i < n; i++) {
-        float v = x[i], e; /* e = exp(-v^2/2), from the same exponential as the CDF */
-        float cdf = sf_fast_phif(v, &e);
-        float d = G[i] * (cdf + keep_pdf * v * INV_SQRT_2PI * e);
+        float d = G[i] * sf_gelu_slope(x[i], keep_pdf);
         dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
 }

@@ -121,24 +121,21 @@ static void colsum_convert(sf_ctx *g, float *db, const float *G, uint16_t *G16, 
 /* Forward was y = x W^T + b (x (R, I), W (O, I), b (O)), so with G = dL/dy (R, O):
  * dx = G W, dW = G^T x, db = colsum(G). Saved: x's bf16 copy when x was handed over in bf16
  * (then x->data is gone); otherwise nothing, x and W are the inputs. */
-void sf_linear_backward(sf_ctx *g, sf_node *node) {
-    sf_tensor *x = node->in[0], *w = node->in[1], *b = node->n_in > 2 ? node->in[2] : NULL;
-    int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
+
+/* Teeth: the broken variant drops the dx term, so the check on x must fail. */
+static int linear_wants_dx(const sf_node *node) { return node->in[0]->requires_grad && !sf_break_backward("linear"); }
+
+/* G feeds both products: in bf16 it is converted once for the two (G16), where both run. */
+static int linear_wants_g16(const sf_node *node) {
+    return linear_wants_dx(node) && node->in[1]->requires_grad && sf_precision_get() != SF_PREC_FP32;
+}
+
+/* dx = G W and dW += G^T x, from G or its bf16 copy G16; gives back x's saved bf16 copy. */
+static void linear_products(sf_ctx *g, sf_node *node, const float *G, const uint16_t *G16) {
+    sf_tensor *x = node->in[0], *w = node->in[1];
+    const int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
     const uint16_t *x16 = node->saved;
-    const float *G = node->out->grad; // (R, O)
-    /* Teeth: the broken variant drops the dx term, so the check on x must fail. */
-    const int want_dx = x->requires_grad && !sf_break_backward("linear");
-    /* G feeds both products: in bf16 convert it once, not once per product, and in the
-     * pass that sums it for db where there is a bias. */
-    uint16_t *G16 = NULL;
-    const size_t nG = (size_t)R * O;
-    if (want_dx && w->requires_grad && sf_precision_get() != SF_PREC_FP32)
-        G16 = sf_arena_alloc(g->arena, nG * sizeof *G16);
-    if (b && b->requires_grad)
-        colsum_convert(g, sf_grad(g, b), G, G16, R, O);
-    else if (G16)
-        sf_bf16_convert(G, G16, nG);
-    if (want_dx) {
+    if (linear_wants_dx(node)) {
         int acc; /* a new dx is written (beta 0): no zero fill, no read */
         float *dx = sf_grad_dst(g, x, &acc);
         sf_gemm_prec_w(0, 0, R, I, O, 1.0f, G, G16, w->data, sf_bf16_weight(w), acc ? 1.0f : 0.0f,
@@ -148,7 +145,85 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
         sf_gemm_prec_w(1, 0, O, I, R, 1.0f, G, G16, x->data, x16, 1.0f, sf_grad(g, w)); // (O, I)
         if (x16) sf_arena_release(g->arena, (void *)x16, x->numel * sizeof *x16);
     }
+}
+
+void sf_linear_backward(sf_ctx *g, sf_node *node) {
+    sf_tensor *b = node->n_in > 2 ? node->in[2] : NULL;
+    const int R = node->iarg[0], O = node->iarg[2];
+    const float *G = node->out->grad; // (R, O)
+    /* G16 is made in the pass that sums G for db where there is a bias */
+    const size_t nG = (size_t)R * O;
+    uint16_t *G16 = linear_wants_g16(node) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
+    if (b && b->requires_grad)
+        colsum_convert(g, sf_grad(g, b), G, G16, R, O);
+    else if (G16)
+        sf_bf16_convert(G, G16, nG);
+    linear_products(g, node, G, G16);
     if (G16) sf_arena_release(g->arena, G16, nG * sizeof *G16);
+}
+
+/* ---- a linear layer into a GELU into the next linear layer (an MLP's fc1 and activation) ---- */
+
+sf_tensor *sf_linear_gelu_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
+    sf_tensor *h = sf_linear_last_use(g, x, w, b);
+    const int lin = g->tape_len - 1; /* the linear layer's node, if it recorded one */
+    const int lin_recorded = lin >= 0 && g->tape[lin].out == h;
+    sf_tensor *a = sf_gelu_to_linear(g, h);
+    /* h is read by nothing but the GELU: its backward runs the linear layer's too */
+    if (lin_recorded && g->tape_len > 0 && g->tape[g->tape_len - 1].out == a) g->tape[g->tape_len - 1].iarg[0] = lin + 1;
+    return a;
+}
+
+/* The GELU's backward (act: a = GELU(h)) and then the linear layer's (lin: h = x W^T + b) in
+ * one pass over a's gradient: each block of COLSUM_ROWS rows of G = dL/dh is computed,
+ * summed for db and, in bf16, rounded for the two products while in cache. G in fp32 is
+ * written only where a product reads it (fp32, or bf16 without the two products); in bf16
+ * its fp32 write and the read of colsum_convert are gone. The same values as the GELU's
+ * backward, summed in the same blocks in the same order: sf_gelu's then sf_linear's bits. */
+void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
+    sf_tensor *h = act->in[0], *b = lin->n_in > 2 ? lin->in[2] : NULL;
+    SF_ASSERT(lin->out == h && !h->grad, "linear_gelu: the GELU's input is not its linear layer's output alone");
+    const int R = lin->iarg[0], O = lin->iarg[2];
+    const size_t nG = (size_t)R * O;
+    const float *Ga = act->out->grad, *hv = h->data;
+    const float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f; /* teeth, as sf_gelu_backward */
+    uint16_t *G16 = linear_wants_g16(lin) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
+    float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
+    float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
+    const int blocks = (R + COLSUM_ROWS - 1) / COLSUM_ROWS;
+    const size_t part_bytes = db ? (size_t)blocks * O * sizeof(float) : 0;
+    float *partial = db ? sf_arena_alloc(g->arena, part_bytes) : NULL; // (blocks, O)
+    const size_t row_bytes = G ? 0 : (size_t)sf_thread_slots() * O * sizeof(float);
+    float *rows = G ? NULL : sf_arena_alloc(g->arena, row_bytes); // (threads, O): a row before rounding
+#pragma omp parallel for schedule(static) if (nG >= 65536 && !omp_in_parallel())
+    for (int k = 0; k < blocks; k++) {
+        float *p = partial ? partial + (size_t)k * O : NULL;
+        const int r1 = (k + 1) * COLSUM_ROWS < R ? (k + 1) * COLSUM_ROWS : R;
+        if (p) memset(p, 0, (size_t)O * sizeof(float));
+        for (int r = k * COLSUM_ROWS; r < r1; r++) {
+            const size_t at = (size_t)r * O;
+            float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
+#pragma omp simd
+            for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(hv[at + o], keep_pdf);
+            if (p) {
+#pragma omp simd
+                for (int o = 0; o < O; o++) p[o] += row[o];
+            }
+            if (G16) sf_bf16_convert(row, G16 + at, (size_t)O);
+        }
+    }
+    if (db) {
+        for (int k = 0; k < blocks; k++) {
+            const float *p = partial + (size_t)k * O;
+#pragma omp simd
+            for (int o = 0; o < O; o++) db[o] += p[o];
+        }
+        sf_arena_release(g->arena, partial, part_bytes);
+    }
+    if (rows) sf_arena_release(g->arena, rows, row_bytes);
+    linear_products(g, lin, G, G16);
+    if (G16) sf_arena_release(g->arena, G16, nG * sizeof *G16);
+    if (G) sf_arena_release(g->arena, G, nG * sizeof *G);
 }
 
 /* ---- matmul ---- */

@@ -126,6 +126,20 @@ static inline __attribute__((always_inline)) float sf_fast_phif(float x, float *
     return x < 0.0f ? half_erfc : 1.0f - half_erfc;
 }
 
+/* GELU's slope dy/dx = Phi(x) + x phi(x) (docs/math/basic.md#gelu), with phi's exponential
+ * the one sf_fast_phif computes for Phi; keep_pdf 0 drops the x phi(x) term (the
+ * breaking-a-backward variant). One expression for sf_gelu_backward and the fused
+ * linear + GELU backward, so both give the same bits. */
+static inline __attribute__((always_inline)) float sf_gelu_slope(float x, float keep_pdf) {
+    float e;
+    const float cdf = sf_fast_phif(x, &e);
+    return cdf + keep_pdf * x * 0.39894228040143267794f * e; /* 1/sqrt(2 pi) */
+}
+
+/* A linear layer whose output only a GELU reads (sf_linear_gelu_to_linear): the GELU's node
+ * act runs the backward of both, lin's (matmul.c). */
+void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin);
+
 /* heads_split and heads_split_norm: the splits of one x recorded together write x's whole
  * gradient in one pass (sf_heads_split_gather, shape.c; 0 when that does not apply: x already
  * has a gradient). sf_heads_split_norm_slice_backward (attention.c): the gradient of slice
