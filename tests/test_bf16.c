@@ -397,6 +397,25 @@ static void test_weight_refresh(void) {
 
 /* ---- 4. handed-over inputs ---- */
 
+/* A run's leaves start from zero gradients (its backward adds into them); afterwards its
+ * output and each leaf's gradient are copied out, for comparing two runs bit for bit. */
+static void fresh_grads(sf_tensor *const *leaves, int n) {
+    for (int i = 0; i < n; i++) {
+        free(leaves[i]->grad);
+        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    }
+}
+
+static float *copy_floats(const float *x, size_t n) {
+    float *y = malloc(n * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+static void copy_grads(float **dst, sf_tensor *const *leaves, int n) {
+    for (int i = 0; i < n; i++) dst[i] = copy_floats(leaves[i]->grad, leaves[i]->numel);
+}
+
 typedef struct {
     float *y, *dx, *dw, *db;
     int x_freed;           /* the linear's input has no data after the forward */
@@ -408,21 +427,15 @@ static last_use_run run_linear(int last_use, int grad, sf_tensor *x, sf_tensor *
     sf_ctx_init(&g, 0);
     g.grad_enabled = grad;
     sf_tensor *leaves[3] = {x, w, b};
-    for (int i = 0; i < 3; i++) {
-        free(leaves[i]->grad);
-        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
-    }
+    fresh_grads(leaves, 3);
     sf_tensor *xa = sf_scale(&g, x, 1.0f);
     sf_tensor *y = last_use ? sf_linear_last_use(&g, xa, w, b) : sf_linear(&g, xa, w, b);
     last_use_run r = {.x_freed = xa->data == NULL, .in_use_after = sf_ctx_arena_in_use(&g)};
-    r.y = malloc(y->numel * sizeof(float));
-    memcpy(r.y, y->data, y->numel * sizeof(float));
+    r.y = copy_floats(y->data, y->numel);
     if (grad) sf_backward_seeded(&g, y, R);
-    float **dst[3] = {&r.dx, &r.dw, &r.db};
-    for (int i = 0; i < 3; i++) {
-        *dst[i] = malloc(leaves[i]->numel * sizeof(float));
-        memcpy(*dst[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
-    }
+    float *grads[3];
+    copy_grads(grads, leaves, 3);
+    r.dx = grads[0], r.dw = grads[1], r.db = grads[2];
     sf_ctx_free(&g);
     return r;
 }
@@ -509,21 +522,14 @@ static to_linear_run run_to_linear(to_linear_op op, int to_linear, int grad, sf_
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = grad;
-    for (int i = 0; i < 3; i++) {
-        free(leaves[i]->grad);
-        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
-    }
+    fresh_grads(leaves, 3);
     sf_tensor *h = op(&g, leaves[0], to_linear);
     to_linear_run r = {.bf16_alone = h->data16 && !h->data, .fp32_alone = h->data && !h->data16};
     sf_tensor *y = sf_linear_last_use(&g, h, leaves[1], leaves[2]);
     r.in_use = sf_ctx_arena_in_use(&g);
-    r.y = malloc(y->numel * sizeof(float));
-    memcpy(r.y, y->data, y->numel * sizeof(float));
+    r.y = copy_floats(y->data, y->numel);
     if (grad) sf_backward_seeded(&g, y, R);
-    for (int i = 0; i < 3; i++) {
-        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
-        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
-    }
+    copy_grads(r.grad, leaves, 3);
     sf_ctx_free(&g);
     return r;
 }
@@ -601,20 +607,13 @@ static sima_run run_sima(int last_use, int grad, sf_tensor *const *leaves, sf_si
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = grad;
-    for (int i = 0; i < 3; i++) {
-        free(leaves[i]->grad);
-        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
-    }
+    fresh_grads(leaves, 3);
     sf_tensor *v = sf_scale(&g, leaves[2], 1.0f); /* an activation, which can be handed over */
     sf_tensor *y = last_use ? sf_sima_last_use(&g, leaves[0], leaves[1], v, order) : sf_sima(&g, leaves[0], leaves[1], v, order);
     sima_run r = {.v_released = v->data == NULL};
-    r.y = malloc(y->numel * sizeof(float));
-    memcpy(r.y, y->data, y->numel * sizeof(float));
+    r.y = copy_floats(y->data, y->numel);
     if (grad) sf_backward_seeded(&g, y, R);
-    for (int i = 0; i < 3; i++) {
-        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
-        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
-    }
+    copy_grads(r.grad, leaves, 3);
     sf_ctx_free(&g);
     return r;
 }
@@ -674,22 +673,14 @@ static mlp_run run_mlp(int fused, int bias, sf_tensor *const *leaves, const floa
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = 1;
-    for (int i = 0; i < LG_LEAVES; i++) {
-        free(leaves[i]->grad);
-        leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
-    }
+    fresh_grads(leaves, LG_LEAVES);
     sf_tensor *x = sf_scale(&g, leaves[0], 1.0f), *b1 = bias ? leaves[2] : NULL;
     sf_tensor *a = fused ? sf_linear_gelu_to_linear(&g, x, leaves[1], b1)
                          : sf_gelu_to_linear(&g, sf_linear_last_use(&g, x, leaves[1], b1));
     sf_tensor *y = sf_linear_last_use(&g, a, leaves[3], leaves[4]);
-    mlp_run r;
-    r.y = malloc(y->numel * sizeof(float));
-    memcpy(r.y, y->data, y->numel * sizeof(float));
+    mlp_run r = {.y = copy_floats(y->data, y->numel)};
     sf_backward_seeded(&g, y, R);
-    for (int i = 0; i < LG_LEAVES; i++) {
-        r.grad[i] = malloc(leaves[i]->numel * sizeof(float));
-        memcpy(r.grad[i], leaves[i]->grad, leaves[i]->numel * sizeof(float));
-    }
+    copy_grads(r.grad, leaves, LG_LEAVES);
     sf_ctx_free(&g);
     return r;
 }
