@@ -149,12 +149,9 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     const double macs = sf_model_macs(mc); /* per image, forward */
     /* Training ≈ 3 forward passes of products (forward, and two products per weight in backward). */
     const double train_gflops = 3.0 * 2.0 * macs * B / train * 1e-9, infer_gflops = 2.0 * macs * B / inf * 1e-9;
-    /* The largest product of the model: the MLP's first layer on all tokens of the batch. */
-    const int staged = mc->family == SF_FAMILY_SOFT || mc->family == SF_FAMILY_CVT;
-    int width = staged ? mc->embed_dims[0] : mc->embed_dim;
-    int tokens = staged ? (S / 4) * (S / 4) : (S / mc->patch_size) * (S / mc->patch_size);
-    int hidden = (int)(width * (mc->mlp_ratio > 0 ? mc->mlp_ratio : 4));
-    double peak = sf_gemm_rate(0, B * tokens, hidden, width);
+    int rows, hidden, width; /* the model's largest product */
+    sf_model_largest_product(mc, B, &rows, &hidden, &width);
+    double peak = sf_gemm_rate(0, rows, hidden, width);
     const char *core = getenv("OPENBLAS_CORETYPE");
     printf("sfvit bench: %s  batch %d  %dx%dx%d  threads %d  OPENBLAS_CORETYPE=%s%s\n",
            mc->name[0] ? mc->name : "vit", B, C, S, S, threads, core ? core : "(unset)",
@@ -167,7 +164,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     printf("  %-22s %10.1f\n", "inference batch", inf * 1e3);
     /* bf16 products: the rate of the largest product with bf16 operands, where native. */
     const char *why = NULL;
-    double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, B * tokens, hidden, width) : 0.0;
+    double bf16_peak = sf_dnnl_bf16_native(&why) ? sf_gemm_rate(1, rows, hidden, width) : 0.0;
     if (no_products) {
         /* The step's products at a rate R would add their work / R to the step timed here. */
         const double work = 3.0 * 2.0 * macs * B * 1e-9; /* GFLOP */
@@ -180,7 +177,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
         printf("  forward MACs/image %.3f G; train %.1f GFLOP/s, inference %.1f GFLOP/s\n", macs * 1e-9, train_gflops,
                infer ? infer_gflops : 0.0);
     }
-    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s", B * tokens, hidden, width, peak);
+    printf("  sgemm peak on the largest product (%d x %d x %d): %.1f GFLOP/s", rows, hidden, width, peak);
     if (!no_products)
         printf(" -> train at %.0f%%, inference at %.0f%%", 100 * train_gflops / peak,
                infer ? 100 * infer_gflops / peak : 0.0);
@@ -193,7 +190,7 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
                r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
     bench_report_kernels(r);
     if (bf16_peak > 0)
-        printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s%s\n", B * tokens, hidden, width, bf16_peak,
+        printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s%s\n", rows, hidden, width, bf16_peak,
                sf_precision_get() == SF_PREC_BF16 && sf_bf16_products_get() == SF_BF16_PRODUCTS_FP32
                    ? " (not this run's: its bf16 products ran on fp32 kernels, whose ceiling is the sgemm peak above)"
                    : "");

@@ -120,6 +120,15 @@ double sf_model_macs(const sf_model_cfg *cfg) {
     return s;
 }
 
+void sf_model_largest_product(const sf_model_cfg *cfg, int batch, int *M, int *N, int *K) {
+    const int staged = cfg->family == SF_FAMILY_SOFT || cfg->family == SF_FAMILY_CVT, S = cfg->img_size;
+    const int width = staged ? cfg->embed_dims[0] : cfg->embed_dim;
+    const int tokens = staged ? (S / 4) * (S / 4) : (S / cfg->patch_size) * (S / cfg->patch_size);
+    *M = batch * tokens;
+    *N = (int)(width * (cfg->mlp_ratio > 0 ? cfg->mlp_ratio : 4));
+    *K = width;
+}
+
 /* exp() per image: softmax (MSA, XCA, class attention) plus the SOFT Gaussian kernel. */
 double sf_model_exp_count(const sf_model_cfg *cfg) {
     mdl_info_table t;

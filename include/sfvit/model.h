@@ -112,6 +112,9 @@ void sf_model_info(const sf_model_cfg *cfg, FILE *f);
 /* Totals used by tests: trainable parameters and forward MACs per image. */
 size_t sf_model_param_count(const sf_model_cfg *cfg);
 double sf_model_macs(const sf_model_cfg *cfg);
+/* The model's largest product, (M x K) (K x N): its (first stage's) MLP's first layer on all
+ * tokens of a batch. sfvit bench measures the sgemm and bf16 rates on it. */
+void sf_model_largest_product(const sf_model_cfg *cfg, int batch, int *M, int *N, int *K);
 /* exp() calls per image (softmax and SOFT kernel), as `sfvit info` counts them. */
 double sf_model_exp_count(const sf_model_cfg *cfg);
 

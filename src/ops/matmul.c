@@ -94,6 +94,16 @@ sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *
  * same in both. */
 #define COLSUM_ROWS 64
 
+/* db += the partials (blocks, O) in block order, and the partials go back to the arena. */
+static void colsum_finish(sf_ctx *g, float *db, float *partial, int blocks, int O) {
+    for (int k = 0; k < blocks; k++) {
+        const float *p = partial + (size_t)k * O;
+#pragma omp simd
+        for (int o = 0; o < O; o++) db[o] += p[o];
+    }
+    sf_arena_release(g->arena, partial, (size_t)blocks * O * sizeof(float));
+}
+
 static void colsum_convert(sf_ctx *g, float *db, const float *G, uint16_t *G16, int R, int O) {
     const int blocks = (R + COLSUM_ROWS - 1) / COLSUM_ROWS;
     const size_t bytes = (size_t)blocks * O * sizeof(float);
@@ -110,12 +120,7 @@ static void colsum_convert(sf_ctx *g, float *db, const float *G, uint16_t *G16, 
             if (G16) sf_bf16_convert(row, G16 + (size_t)r * O, (size_t)O);
         }
     }
-    for (int k = 0; k < blocks; k++) {
-        const float *p = partial + (size_t)k * O;
-#pragma omp simd
-        for (int o = 0; o < O; o++) db[o] += p[o];
-    }
-    sf_arena_release(g->arena, partial, bytes);
+    colsum_finish(g, db, partial, blocks, O);
 }
 
 /* Forward was y = x W^T + b (x (R, I), W (O, I), b (O)), so with G = dL/dy (R, O):
@@ -191,8 +196,7 @@ void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
     const int blocks = (R + COLSUM_ROWS - 1) / COLSUM_ROWS;
-    const size_t part_bytes = db ? (size_t)blocks * O * sizeof(float) : 0;
-    float *partial = db ? sf_arena_alloc(g->arena, part_bytes) : NULL; // (blocks, O)
+    float *partial = db ? sf_arena_alloc(g->arena, (size_t)blocks * O * sizeof(float)) : NULL; // (blocks, O)
     const size_t row_bytes = G ? 0 : (size_t)sf_thread_slots() * O * sizeof(float);
     float *rows = G ? NULL : sf_arena_alloc(g->arena, row_bytes); // (threads, O): a row before rounding
 #pragma omp parallel for schedule(static) if (nG >= 65536 && !omp_in_parallel())
@@ -212,15 +216,8 @@ void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
             if (G16) sf_bf16_convert(row, G16 + at, (size_t)O);
         }
     }
-    if (db) {
-        for (int k = 0; k < blocks; k++) {
-            const float *p = partial + (size_t)k * O;
-#pragma omp simd
-            for (int o = 0; o < O; o++) db[o] += p[o];
-        }
-        sf_arena_release(g->arena, partial, part_bytes);
-    }
     if (rows) sf_arena_release(g->arena, rows, row_bytes);
+    if (db) colsum_finish(g, db, partial, blocks, O);
     linear_products(g, lin, G, G16);
     if (G16) sf_arena_release(g->arena, G16, nG * sizeof *G16);
     if (G) sf_arena_release(g->arena, G, nG * sizeof *G);
