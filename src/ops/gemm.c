@@ -123,7 +123,7 @@ const char *sf_gemm_backend_name(sf_gemm_backend b) {
 
 void sf_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
              const float *B, float beta, float *C) {
-    if ((sf_gemm_backend_get() == SF_GEMM_ONEDNN || auto_onednn) &&
+    if (sf_gemm_fp32_on_onednn() &&
         sf_dnnl_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C) == 0)
         return;
     int lda = trans_a ? M : K;
