@@ -65,6 +65,12 @@ static float *attn_alloc(sf_ctx *g, size_t floats) {
     return sf_arena_alloc(g->arena, floats * sizeof(float));
 }
 
+/* Scratch goes back to the arena when the op is done with it: left in use it would count
+ * toward the step's peak until the step ends. */
+static void attn_free(sf_ctx *g, void *p, size_t floats) {
+    sf_arena_release(g->arena, p, floats * sizeof(float));
+}
+
 /* Accumulate an op's gradient straight into the input's buffer (beta = 1 in sf_gemm), or
  * NULL when the input does not require grad. */
 static float *attn_grad_or_null(sf_ctx *g, sf_tensor *t) {
@@ -198,6 +204,7 @@ static void colnorm_op_backward(sf_ctx *g, sf_node *node, int drop_norm_term) {
         colnorm_backward(dx + off, (size_t)D, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
                          sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term, acc);
     }
+    attn_free(g, c, (size_t)L * 2 * D);
 }
 
 sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps) {
@@ -284,6 +291,7 @@ void sf_heads_split_norm_backward(sf_ctx *g, sf_node *node) {
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             sf_heads_split_norm_slice_backward(node, b, h, dx, c + (size_t)sf_thread_slot() * 2 * D, 1);
+    attn_free(g, c, (size_t)sf_thread_slots() * 2 * D);
 }
 
 /* ============================ shared shape checks ============================ */
@@ -445,6 +453,8 @@ static sf_tensor *sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_s
         *sv = (sima_saved){.mid = mid, .q16 = q16, .k16 = k16, .v16 = v16};
         node->saved = sv;
         node->iarg[0] = (int)order;
+    } else {
+        attn_free(g, mid, (size_t)par.nthr * per);
     }
     if (v_last_use && keep16 && v != q && v != k) sf_tensor_release_data(g, v);
     return o;
@@ -520,6 +530,8 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
         }
     }
     attn_par_end(par);
+    if (r16_all) sf_arena_release(g->arena, r16_all, (size_t)par.nthr * per16 * sizeof *r16_all);
+    attn_free(g, dmid_all, (size_t)par.nthr * per);
 }
 
 /* ============================== softmax attention ============================== */
@@ -553,6 +565,8 @@ sf_tensor *sf_msa(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, float sca
         sv->p = p;
         node->saved = sv;
         node->farg[0] = scale;
+    } else {
+        attn_free(g, p, (size_t)par.nthr * per);
     }
     return o;
 }
@@ -587,6 +601,7 @@ void sf_msa_backward(sf_ctx *g, sf_node *node) {
         if (dk) sf_gemm_prec(1, 0, N, D, Nq, scale, dz, ql, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
     }
     attn_par_end(par);
+    attn_free(g, dz_all, (size_t)par.nthr * per);
 }
 
 /* ============================ XCA (channel attention) ============================ */
@@ -694,4 +709,6 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
     /* dtau_h sums over the batch; serial so threads never race on one head's entry. */
     if (dt && !broken)
         for (int l = 0; l < L; l++) dt[l % H] += dtau[l];
+    attn_free(g, dtau, (size_t)L);
+    attn_free(g, scratch, (size_t)par.nthr * per);
 }

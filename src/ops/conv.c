@@ -486,6 +486,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
                 dw_span_forward(out->data, yw, xp, w->data + (size_t)ch * c.kh * c.kw, ch, b0, n, &c, &d);
             }
         }
+        sf_arena_release(g->arena, scratch, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
     } else if (kernel == SF_CONV_PLANES) {
 #pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         for (int p = 0; p < c.B * c.Cout; p++)
@@ -497,8 +498,8 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
         const int image_par = conv_image_parallel(&c, K);
         const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
         const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
-        float *cols = per_slot ? sf_arena_alloc(g->arena, (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float))
-                               : NULL;
+        const size_t cols_bytes = (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float);
+        float *cols = per_slot ? sf_arena_alloc(g->arena, cols_bytes) : NULL;
 #pragma omp parallel for if (image_par)
         for (int bi = 0; bi < c.B; bi++) {
             float *cb = cols ? cols + (image_par ? (size_t)sf_thread_slot() * per_slot : 0) : NULL;
@@ -511,6 +512,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
                                out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
             }
         }
+        if (cols) sf_arena_release(g->arena, cols, cols_bytes);
     }
     if (b) {
 #pragma omp parallel for if (out->numel > 32768)
@@ -593,8 +595,10 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         const dw_span d = dw_span_of(&c);
         const int k2 = c.kh * c.kw, slots = sf_thread_slots();
         const size_t stack = (size_t)d.chunk * d.plane;  // xp, dxp (chunk·Hp, Wp), gw (≤ stack)
-        float *scratch = sf_arena_alloc(g->arena, (size_t)slots * 3 * stack * sizeof(float));
-        float *dw_part = dw ? sf_arena_calloc(g->arena, (size_t)slots * c.Cout * k2 * sizeof(float)) : NULL;
+        const size_t scratch_bytes = (size_t)slots * 3 * stack * sizeof(float);
+        const size_t part_bytes = (size_t)slots * c.Cout * k2 * sizeof(float);
+        float *scratch = sf_arena_alloc(g->arena, scratch_bytes);
+        float *dw_part = dw ? sf_arena_calloc(g->arena, part_bytes) : NULL;
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
         {
             const int slot = sf_thread_slot();
@@ -611,9 +615,12 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
                                  broken ? (size_t)(n - 1) * d.plane : 0, &c, &d);
             }
         }
-        if (dw)
+        if (dw) {
             for (int t = 0; t < slots; t++)
                 for (int i = 0; i < c.Cout * k2; i++) dw[i] += dw_part[(size_t)t * c.Cout * k2 + i];
+            sf_arena_release(g->arena, dw_part, part_bytes);
+        }
+        sf_arena_release(g->arena, scratch, scratch_bytes);
         return;
     }
     if (kernel == SF_CONV_PLANES) {
@@ -676,11 +683,13 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
     const int slots = image_par ? sf_thread_slots() : 1;
     const size_t per_slot = pointwise ? 0 : (size_t)2 * K * HoWo;  // cols, dcols (K, HoWo)
-    float *scratch = per_slot ? sf_arena_alloc(g->arena, (size_t)slots * per_slot * sizeof(float)) : NULL;
+    const size_t scratch_bytes = (size_t)slots * per_slot * sizeof(float);
+    float *scratch = per_slot ? sf_arena_alloc(g->arena, scratch_bytes) : NULL;
     /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
     const size_t wsize = (size_t)c.Cout * K;
     const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
-    float *dw_part = dw && image_par ? sf_arena_calloc(g->arena, (size_t)slots * wsize * sizeof(float)) : NULL;
+    const size_t part_bytes = (size_t)slots * wsize * sizeof(float);
+    float *dw_part = dw && image_par ? sf_arena_calloc(g->arena, part_bytes) : NULL;
 #pragma omp parallel for if (image_par)
     for (int bi = 0; bi < c.B; bi++) {
         const int slot = image_par ? sf_thread_slot() : 0;
@@ -706,9 +715,12 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
             }
         }
     }
-    if (dw_part)
+    if (dw_part) {
         for (int t = 0; t < slots; t++)
             for (size_t i = 0; i < wsize; i++) dw[i] += dw_part[(size_t)t * wsize + i];
+        sf_arena_release(g->arena, dw_part, part_bytes);
+    }
+    if (scratch) sf_arena_release(g->arena, scratch, scratch_bytes);
 }
 
 /* ---- average pooling (docs/math/soft_conv_norm.md#average-pooling) ---- */

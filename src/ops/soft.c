@@ -68,6 +68,8 @@ sf_tensor *sf_gauss_kernel(sf_ctx *g, sf_tensor *q, sf_tensor *l, float c) {
 #pragma omp simd
         for (int j = 0; j < M; j++) s[j] = sf_fast_expf(-(qr + lnb[j] - 2.0f * s[j]) * inv2c);
     }
+    sf_arena_release(g->arena, ln, (size_t)nb * M * sizeof(float));
+    sf_arena_release(g->arena, qn, (size_t)nb * n * sizeof(float));
 
     sf_tensor *ins[2] = {q, l};
     if (sf_needs_grad(g, ins, 2)) {
@@ -93,7 +95,8 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
      * of dq and dl, so they are shared out over the threads (their products run
      * single-threaded inside the region). */
     const size_t per_thread = (size_t)n * M + n + M, nmax = n > M ? n : M;
-    float *scratch = sf_arena_alloc(g->arena, ((size_t)sf_thread_slots() * per_thread + nmax) * sizeof(float));
+    const size_t scratch_bytes = ((size_t)sf_thread_slots() * per_thread + nmax) * sizeof(float);
+    float *scratch = sf_arena_alloc(g->arena, scratch_bytes);
     float *ones = scratch + (size_t)sf_thread_slots() * per_thread;
     for (size_t i = 0; i < nmax; i++) ones[i] = 1.0f;
 
@@ -120,6 +123,7 @@ void sf_gauss_kernel_backward(sf_ctx *g, sf_node *node) {
                 for (int d = 0; d < D; d++) dL[(size_t)j * D + d] -= cs[j] * inv_c * L[(size_t)j * D + d];
         }
     }
+    sf_arena_release(g->arena, scratch, scratch_bytes);
 }
 
 /* ---- Newton–Raphson pseudo-inverse (docs/math/soft_conv_norm.md#newton-schulz) ---- */
@@ -137,10 +141,8 @@ typedef struct nr_scratch {
     float *T;  // (M, M) products
 } nr_scratch;
 
-/* Scratch for `slots` threads, 3 (M, M) buffers each; nr_scratch_of picks one slot. */
-static float *nr_scratch_alloc(sf_ctx *g, int M, int slots) {
-    return sf_arena_alloc(g->arena, (size_t)slots * 3 * M * M * sizeof(float));
-}
+/* Bytes of scratch for `slots` threads, 3 (M, M) buffers each; nr_scratch_of picks one slot. */
+static size_t nr_scratch_bytes(int M, int slots) { return (size_t)slots * 3 * M * M * sizeof(float); }
 
 static nr_scratch nr_scratch_of(float *base, int M, int slot) {
     float *p = base + (size_t)slot * 3 * M * M;
@@ -237,7 +239,7 @@ static void nr_all(sf_ctx *g, float *Y, const float *A, int count, int M, int it
     SF_ASSERT(init == SF_NR_MASTER || init == SF_NR_PAPER, "nr_pinv: init %d", (int)init);
     /* One matrix per thread at a time: each iteration's products (M = 49: 118 k multiply-adds)
      * are far too small to split, so the matrices are shared out instead. */
-    float *scratch = nr_scratch_alloc(g, M, sf_thread_slots());
+    float *scratch = sf_arena_alloc(g->arena, nr_scratch_bytes(M, sf_thread_slots()));
     float worst = 0;
 #pragma omp parallel if (count > 1 && (size_t)count * M * M * M * iters > (1u << 20))
     {
@@ -252,6 +254,7 @@ static void nr_all(sf_ctx *g, float *Y, const float *A, int count, int M, int it
         if (nr_worse(mine, worst)) worst = mine;
     }
     nr_residual_last = worst;
+    sf_arena_release(g->arena, scratch, nr_scratch_bytes(M, sf_thread_slots()));
 }
 
 sf_tensor *sf_nr_pinv(sf_ctx *g, sf_tensor *a, int iters, sf_nr_init init) {
@@ -287,6 +290,7 @@ void sf_nr_pinv_backward(sf_ctx *g, sf_node *node) {
     for (int b = 0; b < count; b++)
         inv_backward(da + b * MM, out->data + b * MM, out->grad + b * MM, T + (size_t)sf_thread_slot() * MM, M,
                      broken);
+    sf_arena_release(g->arena, T, (size_t)sf_thread_slots() * MM * sizeof(float));
 }
 
 /* ---- SOFT++ symmetric normalization ( docs/math/soft_conv_norm.md#soft-symnorm) ---- */
@@ -364,4 +368,5 @@ void sf_soft_symnorm_backward(sf_ctx *g, sf_node *node) {
             for (int j = 0; j < M; j++) dA[(size_t)i * M + j] += dd;
         }
     }
+    sf_arena_release(g->arena, dY, (2 * MM + M) * sizeof(float));
 }
