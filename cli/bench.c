@@ -51,7 +51,6 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
                       int steps, int infer, bench_result *r) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
-    g.release_activations = 1; /* as the trainer's steps */
     double *tf = sf_calloc((size_t)steps, sizeof(double)), *tb = sf_calloc((size_t)steps, sizeof(double));
     double *to = sf_calloc((size_t)steps, sizeof(double)), *ti = sf_calloc((size_t)steps, sizeof(double));
     sf_params_zero_grad(ps);

@@ -128,7 +128,6 @@ static void time_phase(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tens
                        const sweep_opts *o, phase_result *r) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
-    g.release_activations = 1; /* as the trainer's steps */
     long step = 0;
     for (int w = 0; w < o->warmup; w++) phase_once(&g, cfg, m, ps, x, labels, train, ++step);
     enum { MAX_REPS = 1000 };

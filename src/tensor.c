@@ -431,30 +431,10 @@ static void release_out_grad(sf_ctx *g, sf_node *n) {
     n->out->grad = NULL;
 }
 
-/* sf_ctx.release_activations: node n's output is read only by n's own backward and by nodes
- * after n on the tape, which the walk has passed. A reshape's output is its input's memory
- * (given back with the input); leaves and the caller's buffers are not arena memory. */
-static void release_out_data(sf_ctx *g, sf_node *n) {
-    sf_tensor *y = n->out;
-    for (int i = 0; i < n->n_in; i++)
-        if (n->in[i] && y->data && n->in[i]->data == y->data) return; /* a view: its input's memory */
-    if (y->data16 && arena_owns(g->arena, y->data16)) {
-        sf_arena_release(g->arena, y->data16, y->numel * sizeof *y->data16);
-        y->data16 = NULL;
-    }
-    if (y->data && arena_owns(g->arena, y->data)) {
-        sf_arena_release(g->arena, y->data, y->numel * sizeof(float));
-        y->data = NULL;
-    }
-}
-
 static void tape_walk(sf_ctx *g) {
     for (int i = g->tape_len - 1; i >= 0; i--) {
         sf_node *n = &g->tape[i];
-        if (!n->out->grad) { /* nothing flowed into this node's output: no backward to run */
-            if (g->release_activations) release_out_data(g, n);
-            continue;
-        }
+        if (!n->out->grad) continue; /* nothing flowed into this node's output */
         if (profiling()) {
             double t0 = sf_now();
             n->backward(g, n);
@@ -463,7 +443,6 @@ static void tape_walk(sf_ctx *g) {
             n->backward(g, n);
         }
         release_out_grad(g, n);
-        if (g->release_activations) release_out_data(g, n);
     }
 }
 

@@ -3,9 +3,8 @@
  * counters and per-part sums from `sfvit info`, parameter names/shapes/flags spot-checked
  * against the tables of docs/models.md, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
- * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, the pos_embed resize, a
- * bf16 training step's activation memory below fp32's in every family, and the trainer's
- * step with activations given back in the backward (the same gradient bits, no higher peak).
+ * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, the pos_embed resize, and a
+ * bf16 training step's activation memory below fp32's in every family.
  *
  * Deliberately not here: comparisons with PyTorch logits (tests/golden).
  */
@@ -544,28 +543,6 @@ static void test_forward_backward(const char *label, sf_model_cfg c) {
                   ps.list[i].t->data[0]);
             break;
         }
-    /* The trainer's step (sf_ctx.release_activations: the backward gives each activation back
-     * once the node that made it is behind it): every gradient bit for bit, in no more arena
-     * bytes. A backward that read an activation already given back would read memory the
-     * gradients that followed had taken (and trip the sanitizers' poison). */
-    {
-        float *want = malloc(ps.total * sizeof(float));
-        memcpy(want, ps.grad, ps.total * sizeof(float));
-        sf_ctx r;
-        sf_ctx_init(&r, 0);
-        r.training = 1;
-        r.release_activations = 1;
-        sf_params_zero_grad(&ps);
-        sf_backward(&r, sf_cross_entropy(&r, sf_model_forward(&r, m, &x), labels, NULL, 0.0f));
-        CHECK(!memcmp(ps.grad, want, ps.total * sizeof(float)),
-              "%s: activations given back in the backward: every gradient bit for bit", label);
-        const double kept = (double)sf_ctx_arena_peak(&g), released = (double)sf_ctx_arena_peak(&r);
-        CHECK(released <= kept, "%s: arena peak %.0f KiB with activations given back, %.0f KiB keeping them", label,
-              released / 1024, kept / 1024);
-        printf("  release   %-28s arena peak %.0f -> %.0f KiB\n", label, kept / 1024, released / 1024);
-        sf_ctx_free(&r);
-        free(want);
-    }
     /* eval mode, no tape: each block's intermediates in the scratch arena, its input given back
      * (sf_scope_begin/end).
      * The same logits bit for bit as an eval-mode forward that keeps every tensor (with the

@@ -31,7 +31,6 @@ static double probe_peak(sf_model *m, const sf_model_cfg *mc, int n, int train) 
     sf_ctx_init(&g, 0);
     g.training = train;
     g.grad_enabled = train;
-    g.release_activations = 1; /* as the trainer's steps */
     sf_tensor x = {.ndim = 4, .shape = {n, mc->in_chans, mc->img_size, mc->img_size}};
     x.numel = (size_t)n * mc->in_chans * mc->img_size * mc->img_size;
     x.data = sf_aligned_alloc(x.numel * sizeof(float));

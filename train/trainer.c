@@ -641,7 +641,6 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     r->resume_dir = resume_dir;
     sf_params_init(&r->ps);
     sf_ctx_init(&r->g, 0);
-    r->g.release_activations = 1; /* the step reads the logits and loss before its backward */
     /* MPI: P ranks split the global batch; ranks other than 0 print nothing on stdout. */
     if ((r->world = sf_dist_init()) < 1) return SF_TRAIN_ERROR;
     r->rank = sf_dist_rank();

@@ -61,13 +61,6 @@ typedef struct sf_ctx {
      * arena it replaced. */
     struct sf_arena *scratch, *outer;
     int scope_depth;
-    /* Training steps (the trainer, sfvit bench, the memory probe): sf_backward gives each
-     * activation back to the arena once the walk has passed the node that made it, since every
-     * node that reads it comes later on the tape and has run its backward. In-use bytes then
-     * fall through the backward instead of growing by every gradient buffer, which lowers the
-     * step's peak (SOFT-Tiny b8: 828 -> 754 MiB). The forward's values (logits, loss) are gone
-     * after sf_backward: read them before. Off by default (sfvit dump and tests read them). */
-    int release_activations;
 } sf_ctx;
 
 void sf_ctx_init(sf_ctx *g, size_t arena_block_bytes);

@@ -65,6 +65,11 @@ static inline float row_dot(const float *restrict a, const float *restrict b, in
     return acc;
 }
 
+static inline void row_to_bf16(uint16_t *restrict d, const float *restrict s, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) d[i] = sf_to_bf16(s[i]);
+}
+
 /* Below this many floats copied, im2col and col2im stay on one thread. */
 #define CONV_OMP_MIN 65536
 
@@ -78,30 +83,41 @@ static inline float row_sum(const float *restrict a, int n) {
 /* cols (C·kh·kw, Ho·Wo) from x (C, H, W): row (c, ki, kj) holds the input pixel each output
  * position sees through kernel tap (ki, kj); zero where the tap falls in the padding. Rows are
  * independent, so they are shared out: the copy is as large as the GEMM's B operand (a 3×3
- * stem conv at 112² copies 9 floats per input float, about as long as its GEMM). */
-static void im2col(float *cols, const float *x, int C, const conv_geom *c) {
+ * stem conv at 112² copies 9 floats per input float, about as long as its GEMM).
+ * In bf16 precision the columns are written as bf16 (cols16 instead of cols), the operand the
+ * product reads: rounded once here instead of written in fp32 and rounded by the product, half
+ * the bytes written and no second pass (XCiT's 48 -> 96 stem conv: 43 MB of fp32 columns a
+ * step, each pass). */
+static void im2col(float *cols, uint16_t *cols16, const float *x, int C, const conv_geom *c) {
     const int rows = C * c->kh * c->kw, HoWo = c->Ho * c->Wo;
+    const size_t el = cols16 ? sizeof *cols16 : sizeof *cols;
 #pragma omp parallel for if ((size_t)rows * HoWo > CONV_OMP_MIN)
     for (int r = 0; r < rows; r++) {
         const int ch = r / (c->kh * c->kw), ki = (r / c->kw) % c->kh, kj = r % c->kw;
         const float *src = x + (size_t)ch * c->H * c->W;
-        float *dst = cols + (size_t)r * HoWo;
         int lo, hi;
         valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
         for (int oi = 0; oi < c->Ho; oi++) {
-            float *d = dst + (size_t)oi * c->Wo;
+            const size_t at = (size_t)r * HoWo + (size_t)oi * c->Wo; /* this output row's columns */
+            float *d = cols ? cols + at : NULL;
+            uint16_t *d16 = cols16 ? cols16 + at : NULL;
             const int ii = oi * c->stride - c->pad + ki;
             if (ii < 0 || ii >= c->H) {
-                memset(d, 0, (size_t)c->Wo * sizeof(float));
+                memset(d ? (void *)d : (void *)d16, 0, (size_t)c->Wo * el); /* bf16 zero is all bits 0 */
                 continue;
             }
             const float *s = src + (size_t)ii * c->W;
-            const int off = kj - c->pad;
-            for (int oj = 0; oj < lo; oj++) d[oj] = 0;
-            if (c->stride == 1) memcpy(d + lo, s + lo + off, (size_t)(hi - lo) * sizeof(float));
+            const int off = kj - c->pad; /* column oj reads s[oj·stride + off] */
+            memset(d ? (void *)d : (void *)d16, 0, (size_t)lo * el);
+            if (d16 && c->stride == 1)
+                row_to_bf16(d16 + lo, s + lo + off, hi - lo);
+            else if (d16)
+                for (int oj = lo; oj < hi; oj++) d16[oj] = sf_to_bf16(s[oj * c->stride + off]);
+            else if (c->stride == 1)
+                memcpy(d + lo, s + lo + off, (size_t)(hi - lo) * sizeof(float));
             else
                 for (int oj = lo; oj < hi; oj++) d[oj] = s[oj * c->stride + off];
-            for (int oj = hi; oj < c->Wo; oj++) d[oj] = 0;
+            memset(d ? (void *)(d + hi) : (void *)(d16 + hi), 0, (size_t)(c->Wo - hi) * el);
         }
     }
 }
@@ -493,22 +509,24 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
             dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
                              w->data + (size_t)(p % c.Cout) * c.kh * c.kw, &c);
     } else {
-        /* Column buffers, reused for every (b, group): arena scratch, one per thread when the
-         * images are shared out. */
-        const int image_par = conv_image_parallel(&c, K);
+        /* Column buffers (fp32, or bf16 in bf16 precision), reused for every (b, group): arena
+         * scratch, one per thread when the images are shared out. */
+        const int image_par = conv_image_parallel(&c, K), bf16 = sf_precision_get() != SF_PREC_FP32;
         const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
         const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
-        const size_t cols_bytes = (image_par ? sf_thread_slots() : 1) * per_slot * sizeof(float);
-        float *cols = per_slot ? sf_arena_alloc(g->arena, cols_bytes) : NULL;
+        const size_t cols_bytes = (image_par ? sf_thread_slots() : 1) * per_slot * (bf16 ? sizeof(uint16_t) : sizeof(float));
+        void *cols = per_slot ? sf_arena_alloc(g->arena, cols_bytes) : NULL;
 #pragma omp parallel for if (image_par)
         for (int bi = 0; bi < c.B; bi++) {
-            float *cb = cols ? cols + (image_par ? (size_t)sf_thread_slot() * per_slot : 0) : NULL;
+            const size_t at = image_par ? (size_t)sf_thread_slot() * per_slot : 0;
+            float *cb = cols && !bf16 ? (float *)cols + at : NULL;
+            uint16_t *cb16 = cols && bf16 ? (uint16_t *)cols + at : NULL;
             for (int gr = 0; gr < groups; gr++) {
                 const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
-                if (cb) im2col(cb, xg, c.Cg, &c);
+                if (cols) im2col(cb, cb16, xg, c.Cg, &c);
                 const size_t woff = (size_t)gr * c.Og * K;
                 sf_gemm_prec_w(0, 0, c.Og, HoWo, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
-                               cb ? cb : xg, NULL, 0.0f,
+                               cols ? cb : xg, cb16, 0.0f,
                                out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
             }
         }
@@ -681,10 +699,14 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
     }
 
     const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
-    const int slots = image_par ? sf_thread_slots() : 1;
-    const size_t per_slot = pointwise ? 0 : (size_t)2 * K * HoWo;  // cols, dcols (K, HoWo)
-    const size_t scratch_bytes = (size_t)slots * per_slot * sizeof(float);
-    float *scratch = per_slot ? sf_arena_alloc(g->arena, scratch_bytes) : NULL;
+    const int slots = image_par ? sf_thread_slots() : 1, bf16 = sf_precision_get() != SF_PREC_FP32;
+    /* Per slot: dcols (K, HoWo) in fp32, the columns (K, HoWo) in fp32 or, in bf16, as the bf16
+     * operand (im2col), and in bf16 G's slice (Og, HoWo) rounded once for its two products. */
+    const size_t n_cols = pointwise ? 0 : (size_t)K * HoWo, n_g16 = bf16 && dw && dx ? (size_t)c.Og * HoWo : 0;
+    const size_t cols_at = n_cols * sizeof(float), g16_at = cols_at + n_cols * (bf16 ? sizeof(uint16_t) : sizeof(float));
+    const size_t per_slot = (g16_at + n_g16 * sizeof(uint16_t) + 63) & ~(size_t)63; /* bytes, whole cache lines */
+    const size_t scratch_bytes = (size_t)slots * per_slot;
+    char *scratch = per_slot ? sf_arena_alloc(g->arena, scratch_bytes) : NULL;
     /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
     const size_t wsize = (size_t)c.Cout * K;
     const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
@@ -693,23 +715,28 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
 #pragma omp parallel for if (image_par)
     for (int bi = 0; bi < c.B; bi++) {
         const int slot = image_par ? sf_thread_slot() : 0;
-        float *cols = scratch ? scratch + (size_t)slot * per_slot : NULL, *dcols = cols ? cols + (size_t)K * HoWo : NULL;
+        char *mine = scratch ? scratch + (size_t)slot * per_slot : NULL;
+        float *dcols = n_cols ? (float *)mine : NULL;
+        float *cols = n_cols && !bf16 ? (float *)(mine + cols_at) : NULL;
+        uint16_t *cols16 = n_cols && bf16 ? (uint16_t *)(mine + cols_at) : NULL;
+        uint16_t *g16 = n_g16 ? (uint16_t *)(mine + g16_at) : NULL;
         float *dwt = dw_part ? dw_part + (size_t)slot * wsize : dw;
         for (int gr = 0; gr < c.groups; gr++) {
             const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
             const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
             const float *Wg = w->data + (size_t)gr * c.Og * K;                         // (Og, K)
             const uint16_t *Wg16 = w16 ? w16 + (size_t)gr * c.Og * K : NULL;
+            if (g16) sf_bf16_convert(Gbg, g16, n_g16);
             if (dw && !(broken && bi != c.B - 1)) {
-                if (!pointwise) im2col(cols, x->data + xoff, c.Cg, &c);
-                sf_gemm_prec(0, 1, c.Og, K, HoWo, 1.0f, Gbg, pointwise ? x->data + xoff : cols, 1.0f,
-                        dwt + (size_t)gr * c.Og * K);
+                if (!pointwise) im2col(cols, cols16, x->data + xoff, c.Cg, &c);
+                sf_gemm_prec_w(0, 1, c.Og, K, HoWo, 1.0f, Gbg, g16, pointwise ? x->data + xoff : cols, cols16, 1.0f,
+                               dwt + (size_t)gr * c.Og * K);
             }
             if (dx) {
                 if (pointwise) {
-                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, NULL, 1.0f, dx + xoff);
+                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, g16, 1.0f, dx + xoff);
                 } else {
-                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, NULL, 0.0f, dcols);
+                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, g16, 0.0f, dcols);
                     col2im_add(dx + xoff, dcols, c.Cg, &c);
                 }
             }
