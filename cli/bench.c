@@ -216,7 +216,7 @@ static int bench_check_memory(sf_model *m, sf_params *ps, const sf_model_cfg *mc
     const double avail = sf_memory_available(&source);
     if (avail == -2.0) return -1;
     sf_memory_need step = {0};
-    sf_memory_probe(m, ps, mc, &step, NULL); /* also where nothing is checked: the report shows it */
+    sf_memory_probe(m, ps, mc, B, &step, NULL); /* also where nothing is checked: the report shows it */
     *arena_estimate = sf_memory_at(&step, B);
     const double image = (double)mc->in_chans * mc->img_size * mc->img_size * sizeof(float);
     /* held now, the gradients and moments, the random batch */

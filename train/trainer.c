@@ -501,7 +501,7 @@ static int run_check_memory(run *r) {
     int eval_batch = (c->train.eval_batch_size + r->world - 1) / r->world; /* no larger than the split */
     if (eval_batch > r->val_slice.count) eval_batch = r->val_slice.count;
     sf_memory_need step = {0}, eval = {0}; /* activation arenas */
-    sf_memory_probe(r->model, &r->ps, mc, &step, &eval);
+    sf_memory_probe(r->model, &r->ps, mc, r->rank_batch, &step, &eval);
     /* Training: held now; the parameters' gradients, two moments and EMA copy; both loaders'
      * rings of prepared batches; the step's activations, growing with its micro-batch. An
      * evaluation adds its own arena to all that (the step's stays allocated). */

@@ -61,9 +61,10 @@ typedef struct sf_memory_need {
     double fixed, per_image;
 } sf_memory_need;
 /* Adds the activation arena's share of a training step to *train and, if eval is not NULL,
- * of an evaluation forward to *eval, measured on two and four images in a context of their
- * own; the model's parameters, buffers and gradients are left as found. */
-void sf_memory_probe(sf_model *m, sf_params *ps, const sf_model_cfg *mc, sf_memory_need *train,
+ * of an evaluation forward to *eval, measured in a context of their own: training steps of
+ * four and eight images (half of micro_batch and micro_batch when that is smaller), evaluation
+ * forwards of two and four. The model's parameters, buffers and gradients are left as found. */
+void sf_memory_probe(sf_model *m, sf_params *ps, const sf_model_cfg *mc, int micro_batch, sf_memory_need *train,
                      sf_memory_need *eval);
 /* Bytes this process may use: SFVIT_MEMORY_MIB, else what it holds plus MemAvailable (and
  * the cgroup's limit) shared by the node's ranks. -1: not to be checked (SFVIT_MEMORY_MIB=off,
