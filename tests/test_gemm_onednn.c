@@ -6,12 +6,17 @@
  * runs on oneDNN's reference kernel, and a primitive on a kernel counted as slow prints a
  * warning naming its product. And which of OpenBLAS's kernel sets SFVIT_GEMM=auto replaces
  * by oneDNN (sf_openblas_core_fallback). And sf_dnnl_release_code: oneDNN's code leaves the
- * resident set, and the next product faults it in again.
+ * resident set, and the next product faults it in again. And sf_dnnl_cache_reset: the calling
+ * thread's next product creates its primitive anew. And sf_gemm_core_rate (auto's kernels
+ * probe): it measures, and gives the run its threads back.
  * Skipped (exit 77) in a build without oneDNN. */
 #include "test_gemm_dnnl_common.h"
 
 #include <cblas.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* OpenBLAS itself, not sf_gemm: auto sends products to oneDNN where OpenBLAS lacks kernels
  * for the CPU. */
@@ -115,6 +120,52 @@ static void release_code(void) {
     free(A), free(B), free(C1), free(C2);
 }
 
+/* sf_dnnl_cache_reset empties the calling thread's cache at once: the same product again
+ * creates a primitive (a cache left as it was would serve the old one) with the same bits. */
+static void cache_reset(void) {
+    enum { M = 40, N = 24, K = 16 };
+    float A[M * K], B[N * K], C1[M * N], C2[M * N];
+    for (int i = 0; i < M * K; i++) A[i] = (float)(i % 11) - 5.0f;
+    for (int i = 0; i < N * K; i++) B[i] = (float)(i % 5) * 0.25f;
+    long c0, c1, c2, c3;
+    int rc = sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C1);
+    sf_dnnl_stats(&c0, NULL);
+    rc |= sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C1);
+    sf_dnnl_stats(&c1, NULL);
+    sf_dnnl_cache_reset();
+    rc |= sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C2);
+    sf_dnnl_stats(&c2, NULL);
+    rc |= sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C2);
+    sf_dnnl_stats(&c3, NULL);
+    CHECK(rc == 0 && c1 == c0 && c2 == c1 + 1 && c3 == c2 && memcmp(C1, C2, sizeof C1) == 0,
+          "cache_reset: primitives created %ld before, %ld after the reset, %ld the time after (rc %d)", c1 - c0, c2 - c1,
+          c3 - c2, rc);
+}
+
+static int team_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* sf_gemm_core_rate runs its products on one thread and restores the team after: a probe
+ * that left the run on one thread would halve its speed and say nothing. */
+static void core_rate(void) {
+    sf_threads_init(3);
+    const int blas = openblas_get_num_threads();
+    const double f = sf_gemm_core_rate(0, 256, 128, 96);
+    CHECK(f > 0 && team_threads() == 3 && openblas_get_num_threads() == blas,
+          "core_rate fp32: %.1f GFLOP/s; threads after: OpenMP %d (want 3), OpenBLAS %d (want %d)", f, team_threads(),
+          openblas_get_num_threads(), blas);
+    const double b = sf_gemm_core_rate(1, 256, 128, 96);
+    CHECK((b > 0) == sf_dnnl_bf16_native(NULL) && team_threads() == 3 && openblas_get_num_threads() == blas,
+          "core_rate bf16: %.1f GFLOP/s (native %d); threads after: OpenMP %d, OpenBLAS %d", b,
+          sf_dnnl_bf16_native(NULL), team_threads(), openblas_get_num_threads());
+    sf_threads_init(0);
+}
+
 int main(void) {
     if (!sf_dnnl_available()) {
         printf("SKIP: sfvit was built without oneDNN (-Ddnnl=disabled or libdnnl-dev missing)\n");
@@ -142,5 +193,7 @@ int main(void) {
     CHECK(prims == created2 && runs == run2, "the kernel table counts %ld primitives and %ld products, the totals %ld and %ld",
           prims, runs, created2, run2);
     release_code();
+    cache_reset();
+    core_rate();
     return test_summary("gemm_onednn");
 }

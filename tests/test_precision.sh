@@ -27,7 +27,7 @@ BASE=$ROOT/configs/fmnist_tiny.yaml
 COMMON=(data.root=fm train.out=runs train.threads=1 data.workers=2 train.log_every=1)
 
 # "bf16 fp32" GFLOP/s from a bf16 run's start line; a log's losses, one "step loss" a line.
-rates_of() { sed -n 's/^products measured here ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$1"; }
+rates_of() { sed -n 's/^products measured on one core ([0-9 x]*): bf16 \([0-9]*\) GFLOP\/s, fp32 \([0-9]*\) GFLOP\/s$/\1 \2/p' <<< "$1"; }
 losses() { grep '"batch"' "$1" | sed 's/.*"step":\([0-9]*\).*"loss":\([0-9.e+-]*\).*/\1 \2/'; }
 
 # ---- what the machine can do ----
@@ -82,7 +82,7 @@ else
         --no-infer 2>&1); rc=$?
   check "train.bf16_products=fp32: bench runs" test $rc -eq 0
   check "... its steps run no bf16 product on oneDNN" bash -c '! grep -q "oneDNN kernels in the timed steps: .* bf16 [0-9]* products" <<< "$1"' _ "$out"
-  check "... and no probe measured the rates" bash -c '! grep -q "^products measured here" <<< "$1"' _ "$out"
+  check "... and no probe measured the rates" bash -c '! grep -q "^products measured on one core" <<< "$1"' _ "$out"
   # Resume bit-exact at equal threads on either kernels (the losses step for step, the final
   # weights and moments), as bf16_emulated below.
   for k in onednn fp32; do

@@ -88,6 +88,9 @@ void sf_gemm_describe(char *buf, size_t size);
  * (the backend and threading in effect) or bf16 operands through oneDNN (0 where it has no
  * bf16 kernel). sfvit bench's ceilings and the start of a bf16 run measure with it. */
 double sf_gemm_rate(int bf16, int M, int N, int K);
+/* The same product's rate on one core: one thread, timed by its CPU time, so that another
+ * process sharing the cores slows neither rate (the bf16 products' kernel choice, auto). */
+double sf_gemm_core_rate(int bf16, int M, int N, int K);
 /* The OPENBLAS_CORETYPE a CPU with these features should use when OpenBLAS runs the kernel
  * set core on it and that set is older than AVX2 (auto then prefers oneDNN), else NULL. */
 const char *sf_openblas_core_fallback(const char *core, int cpu_avx2, int cpu_avx512, int cpu_bf16, int cpu_amd);
@@ -108,8 +111,10 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);
-/* Drops every cached primitive, on every thread at its next product (after shapes that will
- * not recur, such as the memory probe's, so they do not crowd a run's out of the cache). */
+/* Drops every cached primitive (after shapes that will not recur, such as the probes', so they
+ * neither crowd a run's out of the cache nor stay in its memory): the calling thread's at once,
+ * with its scratchpad and oneDNN's own primitive cache; every other thread's at its next
+ * product. */
 void sf_dnnl_cache_reset(void);
 /* For a run that will not call oneDNN again (its products all on OpenBLAS): gives back the
  * pages of oneDNN's code that the kernels line and the kernels probe paged in (about 1 MiB,

@@ -87,7 +87,23 @@ static void entry_destroy(entry *e) {
     if (e->scratch) dnnl_memory_destroy(e->scratch);
 }
 
-void sf_dnnl_cache_reset(void) { __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED); }
+/* The calling thread empties its own cache at once, with its scratchpad: after the kernels
+ * probe, a run on fp32 kernels never looks up again, and the probe's primitives and buffers
+ * would stay for the whole run. oneDNN's own primitive cache (the kernels' generated code)
+ * is emptied by setting its capacity to 0 and back. */
+void sf_dnnl_cache_reset(void) {
+    cache_generation = __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
+    cache_n = cache_next = 0;
+    free(scratchpad);
+    scratchpad = NULL;
+    scratchpad_bytes = 0;
+    int capacity;
+    if (dnnl_get_primitive_cache_capacity(&capacity) == dnnl_success && capacity > 0) {
+        dnnl_set_primitive_cache_capacity(0);
+        dnnl_set_primitive_cache_capacity(capacity);
+    }
+}
 
 /* The row of implementation impl for data type dt, added on first sight (then, for a slow
  * kernel, with a warning naming the product that needed it). */
