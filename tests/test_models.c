@@ -4,7 +4,8 @@
  * against the tables of docs/models.md, forward+backward of tiny configs of every family × attention kind
  * (finite logits, a gradient for every trainable parameter), SimA order switching, a
  * whole-model gradient check of a tiny ViT-SimA and XCiT-SimA, the pos_embed resize, and a
- * bf16 training step's activation memory below fp32's in every family.
+ * bf16 training step's activation memory below fp32's in every family, and the memory probe's
+ * own footprint (no copy of the parameters next to its steps).
  *
  * Deliberately not here: comparisons with PyTorch logits (tests/golden).
  */
@@ -16,6 +17,7 @@
 #include "gradcheck.h"
 #include "sfvit/model.h"
 #include "sfvit/precision.h"
+#include "sfvit/train.h"
 
 /* models/models_internal.h: the SOFT pooling matrix, checked entry by entry below */
 void mdl_soft_pool_matrix(float *P, int Hs, int Ws, int hs, int ws, int skip);
@@ -927,6 +929,38 @@ static void test_soft_fixed(void) {
     CHECK(sf_model_check(&ok, NULL) == 0, "the pyramid takes stride landmarks");
 }
 
+static double status_mib(const char *key) { return sf_proc_value("/proc/self/status", key) / 1048576.0; }
+
+/* The memory probe (train/memory.c) holds no more than its own steps: with every parameter,
+ * gradient and moment resident, the process's peak during the probe rises above its resident
+ * set by about the probe's largest arena, not by a copy of the parameters on top (DeiT-S's
+ * 84 MiB made the probe, not the run, the process's peak). DeiT-S on 32-pixel images (4
+ * tokens) has many parameters and few activations, so a copy would dwarf the rest. */
+static void test_probe_footprint(void) {
+    sf_model_cfg c;
+    sf_model_defaults(&c, "deit_small");
+    c.img_size = 32;
+    sf_params ps;
+    sf_model *m = model_ready(&c, &ps, 5);
+    const size_t bytes = ps.total * sizeof(float);
+    memset(ps.grad, 0, bytes), memset(ps.m, 0, bytes), memset(ps.v, 0, bytes); /* resident, as in a run */
+    FILE *f = fopen("/proc/self/clear_refs", "w"); /* "5": VmHWM from the resident set now */
+    const int reset = f && fputs("5", f) >= 0 && fclose(f) == 0;
+    const double before = status_mib("VmRSS");
+    sf_memory_need step = {0};
+    sf_memory_probe(m, &ps, &c, 8, &step, NULL);
+    const double grew = status_mib("VmHWM") - before, arena = sf_memory_at(&step, 8) / 1048576.0,
+                 params = (double)bytes / 1048576.0;
+    CHECK(reset && grew < arena + params / 2,
+          "memory probe: the process's peak rose %.1f MiB over its %.1f MiB (the probe's arena at 8 images %.1f MiB, "
+          "parameters %.1f MiB; VmHWM reset %s)",
+          grew, before, arena, params, reset ? "done" : "FAILED");
+    printf("  memory probe of deit_small at 32 px: peak +%.1f MiB (arena at 8 images %.1f, parameters %.1f)\n", grew,
+           arena, params);
+    sf_model_free(m);
+    sf_params_free(&ps);
+}
+
 int main(int argc, char **argv) {
     sf_threads_init(0);
     if (argc > 1 && !strcmp(argv[1], "gradcheck")) {
@@ -941,6 +975,7 @@ int main(int argc, char **argv) {
     test_names();
     test_tables();
     test_interpolate();
+    test_probe_footprint();
 
     test_forward_backward("vit msa", tiny_vit(SF_ATTN_MSA, SF_NORM_L1));
     test_forward_backward("vit sima l1", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
