@@ -138,8 +138,8 @@ static void cache_reset(void) {
     rc |= sf_dnnl_gemm_f32(0, 1, M, N, K, 1.0f, A, B, 0.0f, C2);
     sf_dnnl_stats(&c3, NULL);
     CHECK(rc == 0 && c1 == c0 && c2 == c1 + 1 && c3 == c2 && memcmp(C1, C2, sizeof C1) == 0,
-          "cache_reset: primitives created %ld before, %ld after the reset, %ld the time after (rc %d)", c1 - c0, c2 - c1,
-          c3 - c2, rc);
+          "cache_reset: primitives created %ld before, %ld after the reset, %ld the time after (rc %d)", c1 - c0,
+          c2 - c1, c3 - c2, rc);
 }
 
 static int team_threads(void) {

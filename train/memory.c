@@ -7,8 +7,9 @@
  * for a smaller micro-batch) in a context of their own; the same for an evaluation forward,
  * of two and four. The probe changes nothing the run sees: the buffers (BatchNorm's running
  * statistics) are copied back, the gradients zeroed, and oneDNN's cached primitives for the
- * probe's shapes dropped (they would crowd the run's out of the cache). Everything else the process will hold is counted by the
- * caller: parameters with gradients and moments, the EMA copy, the loaders' rings.
+ * probe's shapes dropped (they would crowd the run's out of the cache). Everything else the
+ * process will hold is counted by the caller: parameters with gradients and moments, the EMA
+ * copy, the loaders' rings.
  *
  * What the process may use: SFVIT_MEMORY_MIB when set (off: no probe, no check); otherwise
  * what it holds now plus the kernel's MemAvailable (no more than a cgroup v2 memory.max

@@ -27,7 +27,7 @@ void sf_kernels_describe(char *buf, size_t size) {
  * AVX512_BF16 alone (vdpbf16ps) by up to 2x on Zen 4/5, and not at all on a Xeon whose AMX
  * is hidden (a virtual machine): there oneDNN's bf16 matmul ran at half its f32 rate. Both
  * rates on one product of a transformer's size (a DeiT-S projection over 1024 tokens, about
- * 0.2 s in all), alternated, the best of each. On one core, timed by the thread's CPU time
+ * 0.25 s in all), alternated, the best of each. On one core, timed by the thread's CPU time
  * (sf_gemm_core_rate): the kernels' ratio is a property of the core, and another process
  * on the machine takes wall time from both kernels but no CPU time from either. Timed on
  * the team by the wall clock, two busy processes made 2 of 34 runs take oneDNN's kernels on
@@ -38,7 +38,8 @@ enum { PROBE_M = 1024, PROBE_N = 384, PROBE_K = 384, PROBE_ROUNDS = 5 };
 static void measure_rates(double *bf16, double *fp32) {
     *bf16 = *fp32 = 0;
     for (int r = 0; r < PROBE_ROUNDS; r++) {
-        const double b = sf_gemm_core_rate(1, PROBE_M, PROBE_N, PROBE_K), f = sf_gemm_core_rate(0, PROBE_M, PROBE_N, PROBE_K);
+        const double b = sf_gemm_core_rate(1, PROBE_M, PROBE_N, PROBE_K);
+        const double f = sf_gemm_core_rate(0, PROBE_M, PROBE_N, PROBE_K);
         *bf16 = b > *bf16 ? b : *bf16;
         *fp32 = f > *fp32 ? f : *fp32;
     }
