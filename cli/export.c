@@ -1,6 +1,6 @@
 /* export.c — `sfvit export CKPT -o model.onnx`: the checkpoint's model as an ONNX graph
- * (models/onnx.c), then its node counts, with the exp-type nodes (Exp, Softmax, Erf,
- * Tanh) counted apart: a SimA model keeps none of the softmax kind. */
+ * (models/onnx.c), then its node counts, with the exp-type nodes (Exp, Softmax, Erf, Tanh,
+ * Sigmoid) counted apart: a SimA model keeps none of the softmax kind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,8 +35,9 @@ int sf_cmd_export(int argc, char **argv) {
            cfg.model.img_size, cfg.model.num_classes);
     printf("nodes by op:");
     for (int i = 0; i < st.n_op_types; i++) printf(" %s %d%s", st.op_types[i], st.op_counts[i], i + 1 < st.n_op_types ? "," : "");
-    printf("\nexp-type nodes: Exp %d, Softmax %d, Erf %d, Tanh %d\n", sf_onnx_stats_count(&st, "Exp"),
-           sf_onnx_stats_count(&st, "Softmax"), sf_onnx_stats_count(&st, "Erf"), sf_onnx_stats_count(&st, "Tanh"));
+    printf("\nexp-type nodes: Exp %d, Softmax %d, Erf %d, Tanh %d, Sigmoid %d\n", sf_onnx_stats_count(&st, "Exp"),
+           sf_onnx_stats_count(&st, "Softmax"), sf_onnx_stats_count(&st, "Erf"), sf_onnx_stats_count(&st, "Tanh"),
+           sf_onnx_stats_count(&st, "Sigmoid"));
     status = 0;
 done:
     if (m) sf_model_free(m);

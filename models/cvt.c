@@ -25,7 +25,7 @@
  *
  * Deliberately not here: the official code's options the CvT-13/21 models do not use (pos_embed,
  * avg or linear q/k/v projections, a cls token in earlier stages, attention dropout), CvT-W24's
- * sizes, the ONNX form (models/onnx.c refuses CvT), the SimA token-norm record of `sfvit viz`.
+ * sizes, the SimA token-norm record of `sfvit viz`. The ONNX form is models/onnx.c's cvt_graph.
  *
  * Dimension legend: B batch, C stage width, H heads, D head dim, h×w the stage grid, hk×wk the
  * key/value grid, Nq = [1+]h·w query tokens, Nk = [1+]hk·wk key/value tokens, K classes.
@@ -76,8 +76,9 @@ typedef struct cvt_model {
 static int embed_out(int side, int s) { return (side + 2 * embed_pad[s] - embed_k[s]) / embed_stride[s] + 1; }
 static int kv_side(int side) { return (side - 1) / 2 + 1; }  // 3x3, stride 2, padding 1
 
-/* The SimA product order for Nq query and Nk key tokens of head width D (see the top). */
-static sf_sima_order cvt_sima_order(sf_sima_order o, int Nq, int Nk, int D) {
+/* The SimA product order for Nq query and Nk key tokens of head width D (see the top); the
+ * ONNX graph (onnx.c) emits the same. */
+sf_sima_order mdl_cvt_sima_order(sf_sima_order o, int Nq, int Nk, int D) {
     if (o != SF_SIMA_AUTO) return o;
     return 2.0 * Nq * Nk < (double)(Nq + Nk) * D ? SF_SIMA_QK_FIRST : SF_SIMA_KV_FIRST;
 }
@@ -250,7 +251,7 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
     if (a->kind == SF_ATTN_MSA)
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
     else
-        o = sf_sima_last_use(g, Q, K, V, cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
+        o = sf_sima_last_use(g, Q, K, V, mdl_cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
     sf_tensor *y = mdl_linear_last_use(g, &a->proj, sf_heads_merge_to_linear(g, o));  // (B, Nq, C)
     return c->drop_rate > 0 ? sf_dropout(g, y, c->drop_rate) : y;
 }
@@ -328,7 +329,7 @@ static void cvt_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
                 r->softmax_exp = (double)H * Nq * Nk;
                 snprintf(r->note, sizeof r->note, "msa Nq=%d Nk=%d", Nq, Nk);
             } else {
-                const sf_sima_order o = cvt_sima_order(c->sima_order, Nq, Nk, D);
+                const sf_sima_order o = mdl_cvt_sima_order(c->sima_order, Nq, Nk, D);
                 r->macs += o == SF_SIMA_QK_FIRST ? 2.0 * Nq * Nk * C : (double)(Nq + Nk) * D * C;
                 snprintf(r->note, sizeof r->note, "sima %s %s Nq=%d Nk=%d", sf_attn_norm_names[c->attn_norm],
                          o == SF_SIMA_QK_FIRST ? "qk_first" : "kv_first", Nq, Nk);

@@ -93,6 +93,8 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip);
 /* The attention kind of block i (cfg->block_attn override or cfg->attn). */
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i);
+/* CvT's SimA product order for Nq query and Nk key/value tokens (cvt.c; onnx.c emits it). */
+sf_sima_order mdl_cvt_sima_order(sf_sima_order o, int Nq, int Nk, int D);
 
 /* ---- SOFT's core (soft.c), shared by the pyramid's layers and the ViT's soft blocks ---- */
 /* Landmarks per side with fixed landmarks: min(sqrt(num_landmarks), side). */

@@ -1,7 +1,7 @@
 /* onnx.c — `sfvit export`: a model as an ONNX graph (opset 17, IR version 8) built from its
  * config and the parameter store, written with the small protobuf encoder (protobuf.h).
  *
- * The graph follows the eval forward of vit.c, xcit.c and soft.c op for op: weights are
+ * The graph follows the eval forward of vit.c, xcit.c, soft.c and cvt.c op for op: weights are
  * initializers under their timm names (Linear weights transposed once, named
  * "<name>.T", so a Linear is MatMul + Add), the batch dimension is symbolic ("batch"),
  * BatchNorm uses its running statistics, GELU is its Erf formula 0.5·x·(1 + erf(x/√2))
@@ -12,6 +12,9 @@
  * SOFT/SOFT++: the Gaussian kernel in its expanded form, the Newton–Raphson iterations
  * unrolled (model.nr_iters of them, master init), SOFT++'s degree normalization; fixed
  * landmarks (pyramid and ViT) as a MatMul with the constant pooling matrix.
+ *
+ * CvT: convolutional token embeddings, q/k/v through depthwise Conv + BatchNorm on the token
+ * grid with the last stage's cls token around them, QuickGELU as x·Sigmoid(1.702x).
  *
  * Deliberately not here: SOFT's paper NR init (a data-dependent loop) and positional
  * embeddings resized in the forward (both refused by name), the NaN guard of sf_nr_pinv for a
@@ -240,11 +243,16 @@ static const char *gelu_tanh(graph *g, const char *x) {
     return OP(g, "Mul", OP(g, "Mul", x, const_f32(g, 0.5f)), OP(g, "Add", OP(g, "Tanh", u), const_f32(g, 1.0f)));
 }
 
+/* QuickGELU: x·sigmoid(1.702·x), as sf_quick_gelu (CvT's activation). */
+static const char *quick_gelu(graph *g, const char *x) {
+    return OP(g, "Mul", x, OP(g, "Sigmoid", OP(g, "Mul", x, const_f32(g, 1.702f))));
+}
+
 static const char *act(graph *g, sf_act a, const char *x) {
     switch (a) {  // no default: a new activation is a -Wswitch warning until it has a case
     case SF_ACT_GELU: return gelu(g, x);
     case SF_ACT_RELU: return OP(g, "Relu", x);
-    case SF_ACT_QUICK_GELU:  // refused before the graph is built (sf_model_export_onnx)
+    case SF_ACT_QUICK_GELU: return quick_gelu(g, x);
     case SF_ACT_COUNT: break;
     }
     SF_ASSERT(0, "activation %d", (int)a);
@@ -362,13 +370,18 @@ static const char *tokens_from_image(graph *g, const char *x, int C) {
     return transpose(g, OP(g, "Reshape", x, I64S(g, 0, C, -1)), 0, 2, 1, 0, 3);
 }
 
-/* The cls token (1, 1, C) repeated over the batch of `images` and put before x. */
-static const char *prepend_cls(graph *g, const char *images, const char *x, int C) {
+/* (B, h·w, C) -> (B, C, h, w). */
+static const char *image_from_tokens(graph *g, const char *x, int C, int h, int w) {
+    return OP(g, "Reshape", transpose(g, x, 0, 2, 1, 0, 3), I64S(g, 0, C, h, w));
+}
+
+/* The cls token `name` (1, 1, C) repeated over the batch of `images` and put before x. */
+static const char *prepend_cls(graph *g, const char *name, const char *images, const char *x, int C) {
     attr sh[] = {AI("start", 0), AI("end", 1)};
     const char *batch = OPA(g, "Shape", sh, images);                      // (1): B
     attr ax0[] = {AI("axis", 0)};
     const char *shape = OPA(g, "Concat", ax0, batch, I64S(g, 1, C));      // [B, 1, C]
-    const char *cls = OP(g, "Expand", weight(g, "cls_token"), shape);     // (B, 1, C)
+    const char *cls = OP(g, "Expand", weight(g, name), shape);            // (B, 1, C)
     attr ax1[] = {AI("axis", 1)};
     return OPA(g, "Concat", ax1, cls, x);
 }
@@ -379,7 +392,7 @@ static const char *vit_graph(graph *g, const sf_model_cfg *c, const char *images
     const int C = c->embed_dim, G = c->img_size / c->patch_size, N = G * G + 1;
     char p[128];
     const char *x = tokens_from_image(g, conv(g, "patch_embed.proj", images, c->patch_size, c->patch_size, 0, 1, 1), C);
-    x = prepend_cls(g, images, x, C);
+    x = prepend_cls(g, "cls_token", images, x, C);
     x = OP(g, "Add", x, weight(g, "pos_embed"));
     for (int i = 0; i < c->depth; i++) {
         snprintf(p, sizeof p, "blocks.%d.norm1", i);
@@ -454,7 +467,7 @@ static const char *xcit_graph(graph *g, const sf_model_cfg *c, const char *image
         t = OP(g, "Add", t, OP(g, "Mul", a, weight(g, fmt(q2, sizeof q2, p, "gamma1"))));
         if (c->lpi) {  // conv -> GELU -> BN -> conv, on the token grid
             const char *l = layernorm(g, fmt(q2, sizeof q2, p, "norm3"), t, 1e-6f);
-            l = OP(g, "Reshape", transpose(g, l, 0, 2, 1, 0, 3), I64S(g, 0, C, Hp, Hp));
+            l = image_from_tokens(g, l, C, Hp, Hp);
             l = gelu(g, conv(g, fmt(q2, sizeof q2, p, "local_mp.conv1"), l, 3, 1, 1, C, 1));
             l = batchnorm(g, fmt(q2, sizeof q2, p, "local_mp.bn"), l);
             l = tokens_from_image(g, conv(g, fmt(q2, sizeof q2, p, "local_mp.conv2"), l, 3, 1, 1, C, 1), C);
@@ -463,7 +476,7 @@ static const char *xcit_graph(graph *g, const sf_model_cfg *c, const char *image
         const char *f = mlp(g, fmt(q2, sizeof q2, p, "mlp."), c->act, layernorm(g, fmt(q2, sizeof q2, p, "norm2"), t, 1e-6f));
         t = OP(g, "Add", t, OP(g, "Mul", f, weight(g, fmt(q2, sizeof q2, p, "gamma2"))));
     }
-    t = prepend_cls(g, images, t, C);
+    t = prepend_cls(g, "cls_token", images, t, C);
     for (int j = 0; j < c->cls_attn_layers; j++) t = xcit_class_attention(g, c, j, t, N + 1);
     t = layernorm(g, "norm", t, 1e-6f);
     attr ax[] = {AI("axis", 1)};
@@ -614,7 +627,7 @@ static const char *soft_graph(graph *g, const sf_model_cfg *c, const char *image
     for (int st = 0; st < 4; st++) {
         const int C = c->embed_dims[st];
         if (st > 0) {
-            h = OP(g, "Reshape", transpose(g, x, 0, 2, 1, 0, 3), I64S(g, 0, c->embed_dims[st - 1], side, side));
+            h = image_from_tokens(g, x, c->embed_dims[st - 1], side, side);
             snprintf(p, sizeof p, "patch_embed%d.proj.0", st + 1);
             h = conv(g, p, h, 3, 2, 1, 1, 1);
             snprintf(p, sizeof p, "patch_embed%d.proj.1", st + 1);
@@ -623,7 +636,7 @@ static const char *soft_graph(graph *g, const sf_model_cfg *c, const char *image
         }
         x = tokens_from_image(g, h, C);
         snprintf(p, sizeof p, "pos_embed%d", st + 1);
-        if (st == 3) x = prepend_cls(g, images, x, C);
+        if (st == 3) x = prepend_cls(g, "cls_token", images, x, C);
         x = OP(g, "Add", x, weight(g, p));
         for (int i = 0; i < c->depths[st]; i++)
             x = st < 3 ? soft_layer(g, c, st, i, x, side, side) : soft_block4(g, c, i, x);
@@ -631,6 +644,77 @@ static const char *soft_graph(graph *g, const sf_model_cfg *c, const char *image
     x = layernorm(g, "norm", x, 1e-6f);
     attr ax[] = {AI("axis", 1)};
     return linear(g, "head", OPA(g, "Gather", ax, x, I64SCALAR(g, 0)));
+}
+
+/* ---- CvT (cvt.c) ---- */
+
+/* Depthwise 3x3 conv (no bias) + BatchNorm of the grid image, back to tokens: conv_proj. */
+static const char *cvt_conv_proj(graph *g, const char *prefix, const char *which, const char *img, int C, int stride) {
+    char n[256];
+    snprintf(n, sizeof n, "%sconv_proj_%s.conv", prefix, which);
+    const char *y = conv(g, n, img, 3, stride, 1, C, 0);
+    snprintf(n, sizeof n, "%sconv_proj_%s.bn", prefix, which);
+    return tokens_from_image(g, batchnorm(g, n, y), C);
+}
+
+/* cvt_attn_fwd: x (B, [1+]h·w, C), already normalized; the cls token (if any) bypasses the
+ * convolutions. H heads of width C / H, the official scale C^-1/2 for softmax. */
+static const char *cvt_attention(graph *g, const sf_model_cfg *c, sf_attn_kind kind, const char *prefix,
+                                 const char *x, int C, int H, int h, int w, int has_cls) {
+    char n[256];
+    const int D = C / H, hk = (h - 1) / 2 + 1, wk = (w - 1) / 2 + 1;
+    const int Nq = h * w + has_cls, Nk = hk * wk + has_cls;
+    const char *grid = has_cls ? slice(g, x, 1, 1, Nq) : x;
+    const char *img = image_from_tokens(g, grid, C, h, w);
+    const char *q = cvt_conv_proj(g, prefix, "q", img, C, 1), *k = cvt_conv_proj(g, prefix, "k", img, C, 2),
+               *v = cvt_conv_proj(g, prefix, "v", img, C, 2);
+    if (has_cls) {
+        const char *cls = slice(g, x, 1, 0, 1);
+        attr ax1[] = {AI("axis", 1)};
+        q = OPA(g, "Concat", ax1, cls, q);
+        k = OPA(g, "Concat", ax1, cls, k);
+        v = OPA(g, "Concat", ax1, cls, v);
+    }
+    const char *Q, *K, *V, *o;
+    split_heads(g, linear(g, fmt(n, sizeof n, prefix, "proj_q"), q), 1, H, D, &Q);
+    split_heads(g, linear(g, fmt(n, sizeof n, prefix, "proj_k"), k), 1, H, D, &K);
+    split_heads(g, linear(g, fmt(n, sizeof n, prefix, "proj_v"), v), 1, H, D, &V);
+    if (kind == SF_ATTN_MSA)
+        o = msa(g, Q, K, V, 1.0f / sqrtf((float)C));
+    else
+        o = sima(g, token_norm(g, Q, c->attn_norm, 1e-12f), token_norm(g, K, c->attn_norm, 1e-12f), V,
+                 mdl_cvt_sima_order(c->sima_order, Nq, Nk, D));
+    return linear(g, fmt(n, sizeof n, prefix, "proj"), merge_heads(g, o));
+}
+
+static const char *cvt_graph(graph *g, const sf_model_cfg *c, const char *images) {
+    static const int k[3] = {7, 3, 3}, stride[3] = {4, 2, 2}, pad[3] = {2, 1, 1};
+    char p[128], q2[160];
+    const char *img = images, *x = NULL;
+    int side = c->img_size, i_global = 0;
+    for (int s = 0; s < 3; s++) {
+        const int C = c->embed_dims[s], H = c->stage_heads[s], has_cls = s == 2;
+        snprintf(p, sizeof p, "stage%d.patch_embed.proj", s);
+        img = conv(g, p, img, k[s], stride[s], pad[s], 1, 1);
+        side = conv_out(side, k[s], stride[s], pad[s]);
+        snprintf(p, sizeof p, "stage%d.patch_embed.norm", s);
+        x = layernorm(g, p, tokens_from_image(g, img, C), 1e-5f);
+        if (has_cls) {
+            snprintf(p, sizeof p, "stage%d.cls_token", s);
+            x = prepend_cls(g, p, images, x, C);
+        }
+        for (int j = 0; j < c->depths[s]; j++, i_global++) {
+            snprintf(p, sizeof p, "stage%d.blocks.%d.", s, j);
+            const char *a = layernorm(g, fmt(q2, sizeof q2, p, "norm1"), x, 1e-5f);
+            const sf_attn_kind kind = mdl_block_attn(c, i_global);
+            x = OP(g, "Add", x, cvt_attention(g, c, kind, fmt(q2, sizeof q2, p, "attn."), a, C, H, side, side, has_cls));
+            const char *m = layernorm(g, fmt(q2, sizeof q2, p, "norm2"), x, 1e-5f);
+            x = OP(g, "Add", x, mlp(g, fmt(q2, sizeof q2, p, "mlp."), c->act, m));
+        }
+        if (s < 2) img = image_from_tokens(g, x, C, side, side);
+    }
+    attr ax[] = {AI("axis", 1)};
+    return linear(g, "head", layernorm(g, "norm", OPA(g, "Gather", ax, x, I64SCALAR(g, 0)), 1e-5f));
 }
 
 /* What the SOFT graph cannot express yet, or NULL: the paper's NR init halves alpha in a
@@ -682,8 +766,6 @@ static void value_info(sf_pb *out, int field, const char *name, int ndim, const 
 }
 
 int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path, sf_onnx_stats *st) {
-    if (c->family == SF_FAMILY_CVT) return sf_error("%s: CvT models have no ONNX form yet", path);
-    if (c->act == SF_ACT_QUICK_GELU) return sf_error("%s: model.act quick_gelu has no ONNX form yet", path);
     const char *why = c->family == SF_FAMILY_SOFT ? soft_unsupported(c, ps) : NULL;
     if (why) return sf_error("%s: this SOFT model has no ONNX form yet: %s", path, why);
     if (c->family == SF_FAMILY_VIT && c->nr_init == SF_NR_PAPER)
@@ -698,6 +780,7 @@ int sf_model_export_onnx(const sf_model_cfg *c, sf_params *ps, const char *path,
     sf_pb_init(&g.tmp2);
     const char *logits = c->family == SF_FAMILY_XCIT   ? xcit_graph(&g, c, "images")
                          : c->family == SF_FAMILY_SOFT ? soft_graph(&g, c, "images")
+                         : c->family == SF_FAMILY_CVT  ? cvt_graph(&g, c, "images")
                                                        : vit_graph(&g, c, "images");
     /* The last node's output is renamed by an Identity, so the graph output is "logits". */
     sf_pb *n = &g.tmp;

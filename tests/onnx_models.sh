@@ -19,6 +19,9 @@ ONNX_MODELS=(
   "soft_fixed|soft_small.yaml|32|model.attn_norm=none model.soft_landmarks=fixed model.num_landmarks=9"
   "vit_soft_fixed|fmnist_tiny.yaml|28|model.attn=soft model.attn_norm=none model.soft_landmarks=fixed model.num_landmarks=9"
   "vit_softpp_fixed_avg|fmnist_tiny.yaml|28|model.attn=soft model.attn_norm=symmetric model.soft_landmarks=fixed model.num_landmarks=4 model.global_pool=avg"
+  "cvt_sima_l1_quick_gelu|fmnist_cvt_sima.yaml|28|"
+  "cvt_msa|fmnist_cvt_sima.yaml|28|model.attn=msa"
+  "cvt_mixed_l2_qk_first_gelu|fmnist_cvt_sima.yaml|28|model.block_attn=[msa,sima,msa,sima] model.attn_norm=l2 model.sima_order=qk_first model.act=gelu model.stage_heads=[2,2,3]"
 )
 
 # onnx_make_checkpoints: runs/<name>/last.safetensors for every model above.

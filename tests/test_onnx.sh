@@ -35,6 +35,9 @@ for m in "${ONNX_MODELS[@]}"; do
            # per layer: 2 per NR iteration, 3 in the core, 2 in the kernels; stage 4: 2 attention;
            # Linears: 5 per layer, 5 in block 4 (q, kv, proj, fc1, fc2), 1 head
            check "$name: Newton-Raphson unrolled ($iters iterations: $mm MatMul nodes)" test "$mm" -eq $((3 * (2 * iters + 3 + 2 + 5 + pool) + 2 + 5 + 1)) ;;
+    cvt_msa) check "$name: one Softmax per block (4), no Exp: Softmax $softmax, Exp $exps" test "$softmax/$exps" = 4/0 ;;
+    cvt_mixed*) check "$name: a Softmax in each msa block (2 of 4), no Exp: Softmax $softmax, Exp $exps" \
+                  test "$softmax/$exps" = 2/0 ;;
     vit_soft*) check "$name: 2 Gaussian-kernel Exp per block (2 blocks), no Softmax: Exp $exps, Softmax $softmax" \
                  test "$exps/${softmax:-0}" = 4/0 ;;
     *) check "$name: exp-free (Softmax $softmax, Exp $exps)" test "$softmax$exps" = 00 ;;
