@@ -650,7 +650,7 @@ static const char *soft_graph(graph *g, const sf_model_cfg *c, const char *image
 
 /* Depthwise 3x3 conv (no bias) + BatchNorm of the grid image, back to tokens: conv_proj. */
 static const char *cvt_conv_proj(graph *g, const char *prefix, const char *which, const char *img, int C, int stride) {
-    char n[256];
+    char n[192]; /* prefix (< 160) + "conv_proj_q.conv"; conv() and batchnorm() append to it in 256 */
     snprintf(n, sizeof n, "%sconv_proj_%s.conv", prefix, which);
     const char *y = conv(g, n, img, 3, stride, 1, C, 0);
     snprintf(n, sizeof n, "%sconv_proj_%s.bn", prefix, which);
@@ -661,7 +661,7 @@ static const char *cvt_conv_proj(graph *g, const char *prefix, const char *which
  * convolutions. H heads of width C / H, the official scale C^-1/2 for softmax. */
 static const char *cvt_attention(graph *g, const sf_model_cfg *c, sf_attn_kind kind, const char *prefix,
                                  const char *x, int C, int H, int h, int w, int has_cls) {
-    char n[256];
+    char n[192]; /* prefix (< 160) + "proj_q"; linear() appends ".weight.T" in 256 */
     const int D = C / H, hk = (h - 1) / 2 + 1, wk = (w - 1) / 2 + 1;
     const int Nq = h * w + has_cls, Nk = hk * wk + has_cls;
     const char *grid = has_cls ? slice(g, x, 1, 1, Nq) : x;
