@@ -37,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CVT_STAGES 3
-static const int embed_k[CVT_STAGES] = {7, 3, 3}, embed_stride[CVT_STAGES] = {4, 2, 2},
-                 embed_pad[CVT_STAGES] = {2, 1, 1};
+#define CVT_STAGES MDL_CVT_STAGES
+const int mdl_cvt_embed_k[CVT_STAGES] = {7, 3, 3}, mdl_cvt_embed_stride[CVT_STAGES] = {4, 2, 2},
+          mdl_cvt_embed_pad[CVT_STAGES] = {2, 1, 1};
 
 typedef struct cvt_attn {
     mdl_conv conv_q, conv_k, conv_v;     // (C, 1, 3, 3), groups C, stride 1 / 2 / 2
@@ -73,8 +73,10 @@ typedef struct cvt_model {
 
 /* ---- sizes ---- */
 
-static int embed_out(int side, int s) { return (side + 2 * embed_pad[s] - embed_k[s]) / embed_stride[s] + 1; }
-static int kv_side(int side) { return (side - 1) / 2 + 1; }  // 3x3, stride 2, padding 1
+int mdl_cvt_embed_out(int side, int s) {
+    return (side + 2 * mdl_cvt_embed_pad[s] - mdl_cvt_embed_k[s]) / mdl_cvt_embed_stride[s] + 1;
+}
+int mdl_cvt_kv_side(int side) { return (side - 1) / 2 + 1; }  // 3x3, stride 2, padding 1
 
 /* The SimA product order for Nq query and Nk key tokens of head width D (see the top); the
  * ONNX graph (onnx.c) emits the same. */
@@ -173,7 +175,8 @@ static int cvt_build(sf_model *m, sf_params *ps) {
             st->cls_token = mdl_param(ps, F, p, "cls_token", 3, (int[]){1, 1, C}, 1, 0, SF_INIT_TRUNC_NORMAL, 0.02f);
         }
         snprintf(p, sizeof p, "stage%d.patch_embed.proj", s);
-        st->embed = mdl_conv_add(ps, F, p, C, cin, embed_k[s], embed_stride[s], embed_pad[s], 1, 1);
+        st->embed =
+            mdl_conv_add(ps, F, p, C, cin, mdl_cvt_embed_k[s], mdl_cvt_embed_stride[s], mdl_cvt_embed_pad[s], 1, 1);
         snprintf(p, sizeof p, "stage%d.patch_embed.norm", s);
         st->embed_norm = mdl_ln_add(ps, F, p, C, 1e-5f);
         st->depth = L;
@@ -297,7 +300,7 @@ static void cvt_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
     int side = c->img_size, cin = c->in_chans, i_global = 0;
     for (int s = 0; s < CVT_STAGES; s++) {
         const int C = c->embed_dims[s], H = c->stage_heads[s], D = C / H, cls = s == CVT_STAGES - 1;
-        const int ns = embed_out(side, s), n = ns * ns, nk = kv_side(ns) * kv_side(ns);
+        const int ns = mdl_cvt_embed_out(side, s), n = ns * ns, nk = mdl_cvt_kv_side(ns) * mdl_cvt_kv_side(ns);
         const int Nq = n + cls, Nk = nk + cls, hid = (int)(C * c->mlp_ratio);
         char part[32], pre[48], nm[48];
         snprintf(part, sizeof part, "stage%d", s);
@@ -312,8 +315,9 @@ static void cvt_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
         mdl_info_row *r = mdl_info_row_add(t, part, pre, nm);
         snprintf(r->in, 40, "(%d, %d, %d)", cin, side, side);
         snprintf(r->out, 40, "(%d, %d)", n, C);
-        snprintf(r->note, sizeof r->note, "conv %dx%d s%d p%d + LN", embed_k[s], embed_k[s], embed_stride[s], embed_pad[s]);
-        r->macs = (double)n * C * cin * embed_k[s] * embed_k[s];
+        snprintf(r->note, sizeof r->note, "conv %dx%d s%d p%d + LN", mdl_cvt_embed_k[s], mdl_cvt_embed_k[s],
+                 mdl_cvt_embed_stride[s], mdl_cvt_embed_pad[s]);
+        r->macs = (double)n * C * cin * mdl_cvt_embed_k[s] * mdl_cvt_embed_k[s];
         for (int j = 0; j < c->depths[s]; j++, i_global++) {
             snprintf(pre, sizeof pre, "stage%d.blocks.%d.", s, j);
             snprintf(nm, sizeof nm, "stage%d.blocks.%d", s, j);

@@ -93,7 +93,14 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip);
 /* The attention kind of block i (cfg->block_attn override or cfg->attn). */
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i);
-/* CvT's SimA product order for Nq query and Nk key/value tokens (cvt.c; onnx.c emits it). */
+/* CvT's geometry and SimA order (cvt.c), shared with its ONNX graph (onnx.c): the stages'
+ * token-embedding convolutions, a stage's grid side after its embedding, the key/value grid
+ * side of a query grid side, and the product order for Nq query and Nk key/value tokens. */
+#define MDL_CVT_STAGES 3
+extern const int mdl_cvt_embed_k[MDL_CVT_STAGES], mdl_cvt_embed_stride[MDL_CVT_STAGES],
+    mdl_cvt_embed_pad[MDL_CVT_STAGES];
+int mdl_cvt_embed_out(int side, int s);
+int mdl_cvt_kv_side(int side);
 sf_sima_order mdl_cvt_sima_order(sf_sima_order o, int Nq, int Nk, int D);
 
 /* ---- SOFT's core (soft.c), shared by the pyramid's layers and the ViT's soft blocks ---- */

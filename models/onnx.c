@@ -662,7 +662,7 @@ static const char *cvt_conv_proj(graph *g, const char *prefix, const char *which
 static const char *cvt_attention(graph *g, const sf_model_cfg *c, sf_attn_kind kind, const char *prefix,
                                  const char *x, int C, int H, int h, int w, int has_cls) {
     char n[192]; /* prefix (< 160) + "proj_q"; linear() appends ".weight.T" in 256 */
-    const int D = C / H, hk = (h - 1) / 2 + 1, wk = (w - 1) / 2 + 1;
+    const int D = C / H, hk = mdl_cvt_kv_side(h), wk = mdl_cvt_kv_side(w);
     const int Nq = h * w + has_cls, Nk = hk * wk + has_cls;
     const char *grid = has_cls ? slice(g, x, 1, 1, Nq) : x;
     const char *img = image_from_tokens(g, grid, C, h, w);
@@ -688,15 +688,14 @@ static const char *cvt_attention(graph *g, const sf_model_cfg *c, sf_attn_kind k
 }
 
 static const char *cvt_graph(graph *g, const sf_model_cfg *c, const char *images) {
-    static const int k[3] = {7, 3, 3}, stride[3] = {4, 2, 2}, pad[3] = {2, 1, 1};
     char p[128], q2[160];
     const char *img = images, *x = NULL;
     int side = c->img_size, i_global = 0;
-    for (int s = 0; s < 3; s++) {
-        const int C = c->embed_dims[s], H = c->stage_heads[s], has_cls = s == 2;
+    for (int s = 0; s < MDL_CVT_STAGES; s++) {
+        const int C = c->embed_dims[s], H = c->stage_heads[s], has_cls = s == MDL_CVT_STAGES - 1;
         snprintf(p, sizeof p, "stage%d.patch_embed.proj", s);
-        img = conv(g, p, img, k[s], stride[s], pad[s], 1, 1);
-        side = conv_out(side, k[s], stride[s], pad[s]);
+        img = conv(g, p, img, mdl_cvt_embed_k[s], mdl_cvt_embed_stride[s], mdl_cvt_embed_pad[s], 1, 1);
+        side = mdl_cvt_embed_out(side, s);
         snprintf(p, sizeof p, "stage%d.patch_embed.norm", s);
         x = layernorm(g, p, tokens_from_image(g, img, C), 1e-5f);
         if (has_cls) {
@@ -711,7 +710,7 @@ static const char *cvt_graph(graph *g, const sf_model_cfg *c, const char *images
             const char *m = layernorm(g, fmt(q2, sizeof q2, p, "norm2"), x, 1e-5f);
             x = OP(g, "Add", x, mlp(g, fmt(q2, sizeof q2, p, "mlp."), c->act, m));
         }
-        if (s < 2) img = image_from_tokens(g, x, C, side, side);
+        if (s < MDL_CVT_STAGES - 1) img = image_from_tokens(g, x, C, side, side);
     }
     attr ax[] = {AI("axis", 1)};
     return linear(g, "head", layernorm(g, "norm", OPA(g, "Gather", ax, x, I64SCALAR(g, 0)), 1e-5f));
