@@ -533,8 +533,16 @@ void sf_params_init_values(sf_params *ps, sf_rng *r) {
     }
 }
 
+/* Over the OpenMP team in blocks: one thread's memset of DeiT-S's 88 MB of gradients took
+ * 6-8 ms a step, as long as half of AdamW's own pass. */
 void sf_params_zero_grad(sf_params *ps) {
-    if (ps->allocated) memset(ps->grad, 0, ps->total * sizeof(float));
+    if (!ps->allocated) return;
+    const long block = 1L << 16, blocks = ((long)ps->total + block - 1) / block;
+#pragma omp parallel for schedule(static) if (blocks > 4)
+    for (long b = 0; b < blocks; b++) {
+        const long at = b * block, n = (long)ps->total - at < block ? (long)ps->total - at : block;
+        memset(ps->grad + at, 0, (size_t)n * sizeof(float));
+    }
 }
 
 sf_param *sf_params_find(sf_params *ps, const char *name) {
