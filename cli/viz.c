@@ -1,6 +1,9 @@
 /* viz.c — `sfvit viz CKPT IMAGE -o heat.png`: the l2 norm of each token of Q-hat and K-hat
  * in the last SimA block, on the patch grid, upsampled, scaled to [0, 1] and laid over the
  * image (SimA paper, Figure 3). Output: [image | Q-hat overlay | K-hat overlay] in one PNG.
+ * In CvT the keys come from a stride-2 convolution of the query grid: K-hat is drawn from its
+ * own coarser grid, and the score below gives each query cell the norm of the key token
+ * whose stride-2 cell holds it.
  *
  * `sfvit viz CKPT --score DIR [--split S]`: how well those token norms mark the foreground,
  * over every image of a split whose background is exactly 0 (Fashion-MNIST, MNIST). The image
@@ -90,8 +93,9 @@ static float *model_input(const sf_image *im, int C, int S, const sf_aug_cfg *au
 }
 
 /* Three panels of D x D pixels (at least 224 so small inputs stay visible): the image, and
- * the normalized Q-hat and K-hat token norms (gh, gw) laid over it. */
-static void draw_panels(const sf_image *im, const float *qn, const float *kn, int gh, int gw, int S, sf_image *canvas) {
+ * the normalized Q-hat and K-hat token norms laid over it, each from its grid (h, w). */
+static void draw_panels(const sf_image *im, const float *qn, const int q_grid[2], const float *kn, const int k_grid[2],
+                        int S, sf_image *canvas) {
     const int D = S < 224 ? 224 : S;
     canvas->w = 3 * D;
     canvas->h = D;
@@ -105,7 +109,8 @@ static void draw_panels(const sf_image *im, const float *qn, const float *kn, in
             for (int panel = 0; panel < 3; panel++) {
                 float color[3] = {rgb[0], rgb[1], rgb[2]};
                 if (panel > 0) {
-                    float t = sample_grid(panel == 1 ? qn : kn, gh, gw, D, y, xx), h[3];
+                    const int *grid = panel == 1 ? q_grid : k_grid;
+                    float t = sample_grid(panel == 1 ? qn : kn, grid[0], grid[1], D, y, xx), h[3];
                     heat_color(t, h);
                     for (int c = 0; c < 3; c++) color[c] = 0.45f * rgb[c] + 0.55f * 255.0f * h[c];
                 }
@@ -186,6 +191,15 @@ static token_agreement token_score(const float *score, const float *frac, const 
                              .rho = pearson(r_score, r_frac, n)};
 }
 
+/* K-hat's norms (k_grid) onto the query grid: each query cell (i, j) takes the key token
+ * (i·kh/h, j·kw/w), which for CvT's keys (kh = ceil(h/2)) is (i/2, j/2), the key whose
+ * stride-2 cell holds it. */
+static void keys_on_query_grid(const float *kn, const int k_grid[2], const int q_grid[2], float *out) {
+    for (int i = 0; i < q_grid[0]; i++)
+        for (int j = 0; j < q_grid[1]; j++)
+            out[i * q_grid[1] + j] = kn[(i * k_grid[0] / q_grid[0]) * k_grid[1] + j * k_grid[1] / q_grid[1]];
+}
+
 static void csv_list(FILE *f, const float *v, int n) {
     fputc(',', f);
     for (int t = 0; t < n; t++) fprintf(f, "%s%.6g", t ? " " : "", v[t]);
@@ -199,11 +213,13 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
     sf_dataset ds = {0};
     if (sf_dataset_open(&ds, root, split) != 0) return 1;
     const int C = cfg->model.in_chans, S = cfg->model.img_size;
-    int gh = 0, gw = 0, status = 1, n = 0, scored = 0, all_fg = 0, all_bg = 0, unreadable = 0;
-    sf_model_sima_token_norms(m, NULL, NULL, &gh, &gw);
+    int q_grid[2], k_grid[2], status = 1, n = 0, scored = 0, all_fg = 0, all_bg = 0, unreadable = 0;
+    sf_model_sima_token_norms(m, NULL, NULL, q_grid, k_grid);
+    const int gh = q_grid[0], gw = q_grid[1], own_k_grid = k_grid[0] != gh || k_grid[1] != gw;
     n = gh * gw;
-    float *norm[N_NORMS];
+    float *norm[N_NORMS];  // on the query grid
     for (int k = 0; k < N_NORMS; k++) norm[k] = sf_malloc((size_t)n * sizeof(float));
+    float *k_norm = own_k_grid ? sf_malloc((size_t)k_grid[0] * k_grid[1] * sizeof(float)) : NULL;
     float *frac = sf_malloc((size_t)n * sizeof(float));
     unsigned char *fg = sf_malloc((size_t)n);
     double *r1 = sf_malloc((size_t)n * sizeof(double)), *r2 = sf_malloc((size_t)n * sizeof(double));
@@ -229,7 +245,8 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         float *pixels = model_input(&im, C, S, &cfg->aug);
         sf_tensor x = {.data = pixels, .ndim = 4, .shape = {1, C, S, S}, .numel = (size_t)C * S * S};
         sf_model_forward(&g, m, &x);
-        int rc = sf_model_sima_token_norms(m, norm[NORM_Q], norm[NORM_K], NULL, NULL);
+        int rc = sf_model_sima_token_norms(m, norm[NORM_Q], own_k_grid ? k_norm : norm[NORM_K], NULL, NULL);
+        if (rc == 0 && own_k_grid) keys_on_query_grid(k_norm, k_grid, q_grid, norm[NORM_K]);
         sf_ctx_reset(&g);
         free(pixels);
         if (rc != 0) {
@@ -265,10 +282,12 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
     const double d = scored ? scored : 1;
     token_agreement mean[N_NORMS];
     for (int k = 0; k < N_NORMS; k++) mean[k] = (token_agreement){sum[k].auc / d, sum[k].rho / d};
-    printf("token-norm foreground score of %s%s on %s/%s (grid %dx%d, %dx%d input): %d images scored, %d skipped "
+    char keys[48] = "";
+    if (own_k_grid) snprintf(keys, sizeof keys, ", keys %dx%d on it", k_grid[0], k_grid[1]);
+    printf("token-norm foreground score of %s%s on %s/%s (grid %dx%d%s, %dx%d input): %d images scored, %d skipped "
            "(%d all foreground, %d all background, %d unreadable)  AUC q-hat %.4f k-hat %.4f  Spearman q-hat %.4f "
            "k-hat %.4f  (%.1f s)\n",
-           ckpt, random_init ? " (random init)" : "", root, split, gh, gw, S, S, scored, all_fg + all_bg + unreadable,
+           ckpt, random_init ? " (random init)" : "", root, split, gh, gw, keys, S, S, scored, all_fg + all_bg + unreadable,
            all_fg, all_bg, unreadable, mean[NORM_Q].auc, mean[NORM_K].auc, mean[NORM_Q].rho, mean[NORM_K].rho,
            sf_now() - t0);
     if (csv) {
@@ -284,6 +303,8 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
         cJSON_AddStringToObject(o, "split", split);
         cJSON_AddNumberToObject(o, "grid_h", gh);
         cJSON_AddNumberToObject(o, "grid_w", gw);
+        cJSON_AddNumberToObject(o, "k_grid_h", k_grid[0]);
+        cJSON_AddNumberToObject(o, "k_grid_w", k_grid[1]);
         cJSON_AddNumberToObject(o, "img_size", S);
         cJSON_AddNumberToObject(o, "images", ds.count);
         cJSON_AddNumberToObject(o, "scored", scored);
@@ -302,6 +323,7 @@ done:
     if (csv) fclose(csv);
     free(rows);
     for (int k = 0; k < N_NORMS; k++) free(norm[k]);
+    free(k_norm);
     free(frac);
     free(fg);
     free(r1);
@@ -340,7 +362,7 @@ int sf_cmd_viz(int argc, char **argv) {
         sf_error("viz: %s is not a SimA model (model.attn is not sima)", ckpt);
         return 1;
     }
-    int status = 1, gh = 0, gw = 0;
+    int status = 1;
     sf_params ps;
     sf_params_init(&ps);
     sf_image im = {0}, canvas = {0};
@@ -360,10 +382,7 @@ int sf_cmd_viz(int argc, char **argv) {
         goto done;
     }
     if (sf_model_sima_token_norms(m, NULL, NULL, NULL, NULL) != 0) {
-        if (cfg.model.family == SF_FAMILY_CVT)
-            sf_error("viz: CvT has no token-norm heat map (its queries and keys live on different grids)");
-        else
-            sf_error("viz: the model has no SimA block to visualize");
+        sf_error("viz: the model has no SimA block to visualize");
         goto done;
     }
     if (score_root) {
@@ -381,19 +400,22 @@ int sf_cmd_viz(int argc, char **argv) {
     g.grad_enabled = 0;
     g.training = 0;
     sf_model_forward(&g, m, &x);
-    sf_model_sima_token_norms(m, NULL, NULL, &gh, &gw);  // the grid, to size the buffers
-    qn = sf_malloc((size_t)gh * gw * sizeof(float));
-    kn = sf_malloc((size_t)gh * gw * sizeof(float));
-    if (sf_model_sima_token_norms(m, qn, kn, &gh, &gw) != 0) {
+    int q_grid[2], k_grid[2];
+    sf_model_sima_token_norms(m, NULL, NULL, q_grid, k_grid);  // the grids, to size the buffers
+    qn = sf_malloc((size_t)q_grid[0] * q_grid[1] * sizeof(float));
+    kn = sf_malloc((size_t)k_grid[0] * k_grid[1] * sizeof(float));
+    if (sf_model_sima_token_norms(m, qn, kn, NULL, NULL) != 0) {
         sf_error("viz: the model recorded no token norms");
         goto done;
     }
-    normalize01(qn, gh * gw);
-    normalize01(kn, gh * gw);
-    draw_panels(&im, qn, kn, gh, gw, S, &canvas);
+    normalize01(qn, q_grid[0] * q_grid[1]);
+    normalize01(kn, k_grid[0] * k_grid[1]);
+    draw_panels(&im, qn, q_grid, kn, k_grid, S, &canvas);
     if (sf_image_write_png(out, &canvas) != 0) goto done;
-    printf("wrote %s (%dx%d): image | Q-hat token norms | K-hat token norms, grid %dx%d\n", out, canvas.w, canvas.h,
-           gh, gw);
+    char keys[48] = "";
+    if (k_grid[0] != q_grid[0] || k_grid[1] != q_grid[1]) snprintf(keys, sizeof keys, ", keys %dx%d", k_grid[0], k_grid[1]);
+    printf("wrote %s (%dx%d): image | Q-hat token norms | K-hat token norms, grid %dx%d%s\n", out, canvas.w, canvas.h,
+           q_grid[0], q_grid[1], keys);
     status = 0;
 done:
     free(pixels);

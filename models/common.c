@@ -202,31 +202,30 @@ sf_tensor *mdl_heads_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, s
     return NULL;
 }
 
-void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip) {
-    const int H = q->shape[1], N = q->shape[2], D = q->shape[3], n = N - skip;
-    if (n <= 0) return;
-    if (m->viz_n != n) {
-        m->viz_q = sf_realloc(m->viz_q, (size_t)n * sizeof(float));
-        m->viz_k = sf_realloc(m->viz_k, (size_t)n * sizeof(float));
-        m->viz_n = n;
+/* The l2 norm of each token of x (B, H, N, D) after the first skip, the mean over heads, of
+ * batch element 0 only ((H, N, D) at the start of x), into *out, (re)sized to *n. */
+static void head_mean_norms(const sf_tensor *x, int skip, float **out, int *n) {
+    const int H = x->shape[1], N = x->shape[2], D = x->shape[3];
+    if (*n != N - skip) {
+        *out = sf_realloc(*out, (size_t)(N - skip) * sizeof(float));
+        *n = N - skip;
     }
-    /* batch element 0 only: (H, N, D) at the start of q and k */
-    for (int t = 0; t < n; t++) {
-        double sq = 0, sk = 0;
+    for (int t = 0; t < N - skip; t++) {
+        double s = 0;
         for (int h = 0; h < H; h++) {
-            const float *qr = q->data + ((size_t)h * N + skip + t) * D;
-            const float *kr = k->data + ((size_t)h * N + skip + t) * D;
-            double aq = 0, ak = 0;
-            for (int d = 0; d < D; d++) {
-                aq += (double)qr[d] * qr[d];
-                ak += (double)kr[d] * kr[d];
-            }
-            sq += sqrt(aq);
-            sk += sqrt(ak);
+            const float *r = x->data + ((size_t)h * N + skip + t) * D;
+            double a = 0;
+            for (int d = 0; d < D; d++) a += (double)r[d] * r[d];
+            s += sqrt(a);
         }
-        m->viz_q[t] = (float)(sq / H);
-        m->viz_k[t] = (float)(sk / H);
+        (*out)[t] = (float)(s / H);
     }
+}
+
+void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip) {
+    if (q->shape[2] <= skip || k->shape[2] <= skip) return;
+    head_mean_norms(q, skip, &m->viz_q, &m->viz_n);
+    head_mean_norms(k, skip, &m->viz_k, &m->viz_kn);
     m->viz_valid = 1;
 }
 
@@ -334,4 +333,11 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p) {
 
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i) {
     return (cfg->n_block_attn > 0 && i < cfg->n_block_attn) ? cfg->block_attn[i] : cfg->attn;
+}
+
+int mdl_block_count(const sf_model_cfg *cfg) {
+    if (cfg->family != SF_FAMILY_SOFT && cfg->family != SF_FAMILY_CVT) return cfg->depth;
+    int n = 0;
+    for (int s = 0; s < cfg->num_stages && s < (int)(sizeof cfg->depths / sizeof *cfg->depths); s++) n += cfg->depths[s];
+    return n;
 }

@@ -23,9 +23,12 @@
  * one for Nq query and Nk key tokens: (QK^T)V costs 2·Nq·Nk·D, Q(K^T V) costs (Nq + Nk)·D²; with
  * Nq = Nk this is the ViT rule N < D.
  *
+ * `sfvit viz`: the last SimA block records the token norms of Q-hat on its stage's grid and of
+ * K-hat on the stride-2 key grid (mdl_viz_record), the cls token left out.
+ *
  * Deliberately not here: the official code's options the CvT-13/21 models do not use (pos_embed,
  * avg or linear q/k/v projections, a cls token in earlier stages, attention dropout), CvT-W24's
- * sizes, the SimA token-norm record of `sfvit viz`. The ONNX form is models/onnx.c's cvt_graph.
+ * sizes. The ONNX form is models/onnx.c's cvt_graph.
  *
  * Dimension legend: B batch, C stage width, H heads, D head dim, h×w the stage grid, hk×wk the
  * key/value grid, Nq = [1+]h·w query tokens, Nk = [1+]hk·wk key/value tokens, K classes.
@@ -48,6 +51,7 @@ typedef struct cvt_attn {
     mdl_linear proj;                     // (C, C) + bias
     sf_attn_kind kind;
     int H;
+    int record_viz;                      // the model's last SimA block: records Q-hat/K-hat token norms
 } cvt_attn;
 
 typedef struct cvt_block {
@@ -157,13 +161,25 @@ static mdl_linear lin_add(sf_params *ps, const char *prefix, const char *which, 
     return mdl_linear_add(ps, SF_FAMILY_CVT, p, C, C, 1);
 }
 
+/* The grids `sfvit viz` maps the recorded norms to: the stage's h x w for the queries, its
+ * stride-2 key grid for the keys. Set at build (for the configured size) and again by the
+ * recording block's forward (for the size it runs at). */
+static void viz_grids(sf_model *m, int h, int w) {
+    m->viz_h = h;
+    m->viz_w = w;
+    m->viz_kh = mdl_cvt_kv_side(h);
+    m->viz_kw = mdl_cvt_kv_side(w);
+}
+
 static int cvt_build(sf_model *m, sf_params *ps) {
     const sf_model_cfg *c = &m->cfg;
     const sf_family F = SF_FAMILY_CVT;
     cvt_model *v = sf_calloc(1, sizeof(*v));
     m->family = v;
     char p[160];
-    int cin = c->in_chans, i_global = 0;
+    int cin = c->in_chans, i_global = 0, last_sima = -1, side = c->img_size;
+    for (int i = 0; i < mdl_block_count(c); i++)
+        if (mdl_block_attn(c, i) == SF_ATTN_SIMA) last_sima = i;
     /* Registration in the official state_dict order: per stage cls_token, patch_embed, blocks
      * (norm1, attn: conv_proj_q/k/v {conv, bn}, proj_q/k/v, proj; norm2, mlp); then norm, head. */
     for (int s = 0; s < CVT_STAGES; s++) {
@@ -190,6 +206,8 @@ static int cvt_build(sf_model *m, sf_params *ps) {
             cvt_attn *a = &b->attn;
             a->kind = mdl_block_attn(c, i_global);
             a->H = c->stage_heads[s];
+            a->record_viz = i_global == last_sima;
+            if (a->record_viz) viz_grids(m, mdl_cvt_embed_out(side, s), mdl_cvt_embed_out(side, s));
             a->conv_q = dw_add(ps, q, "q", C, 1);
             a->bn_q = bn_add(ps, q, "q", C);
             a->conv_k = dw_add(ps, q, "k", C, 2);
@@ -207,6 +225,7 @@ static int cvt_build(sf_model *m, sf_params *ps) {
             b->drop_path = L > 1 ? rate * (float)j / (float)(L - 1) : 0.0f;  // torch.linspace(0, rate, L)
         }
         cin = C;
+        side = mdl_cvt_embed_out(side, s);
     }
     const int CL = c->embed_dims[CVT_STAGES - 1];
     v->norm = mdl_ln_add(ps, F, "norm", CL, 1e-5f);
@@ -229,8 +248,8 @@ static sf_tensor *conv_proj(sf_ctx *g, const mdl_conv *conv, const mdl_bn *bn, s
 }
 
 /* x (B, [1+]h·w, C), already normalized -> (B, [1+]h·w, C). */
-static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn *a, sf_tensor *x, int h, int w,
-                               int has_cls) {
+static sf_tensor *cvt_attn_fwd(sf_ctx *g, sf_model *m, const cvt_attn *a, sf_tensor *x, int h, int w, int has_cls) {
+    const sf_model_cfg *c = &m->cfg;
     const int N = x->shape[1], C = x->shape[2], D = C / a->H;
     sf_tensor *cls = has_cls ? sf_slice_tokens(g, x, 0, 1) : NULL;                  // (B, 1, C)
     sf_tensor *grid = has_cls ? sf_slice_tokens(g, x, 1, N - 1) : x;                // (B, h·w, C)
@@ -250,6 +269,10 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, const sf_model_cfg *c, const cvt_attn 
     sf_tensor *Q = mdl_heads_norm(g, mdl_linear_last_use(g, &a->proj_q, q), 1, 0, a->H, qk_norm, 1e-12f);  // (B, H, Nq, D)
     sf_tensor *K = mdl_heads_norm(g, mdl_linear_last_use(g, &a->proj_k, k), 1, 0, a->H, qk_norm, 1e-12f);  // (B, H, Nk, D)
     sf_tensor *V = sf_heads_split(g, mdl_linear_last_use(g, &a->proj_v, v), 1, 0, a->H);  // (B, H, Nk, D)
+    if (a->record_viz) {
+        viz_grids(m, h, w);
+        mdl_viz_record(m, Q, K, has_cls);
+    }
     sf_tensor *o;                                                                    // (B, H, Nq, D)
     if (a->kind == SF_ATTN_MSA)
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
@@ -278,7 +301,7 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             const cvt_block *bk = &st->blocks[j];
             sf_tensor *in = x;
             sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
-            x = mdl_residual(g, x, cvt_attn_fwd(g, c, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL),
+            x = mdl_residual(g, x, cvt_attn_fwd(g, m, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL),
                              bk->drop_path);
             x = mdl_residual(g, x, mdl_mlp_fwd(g, &bk->mlp, mdl_ln_fwd(g, &bk->norm2, x)), bk->drop_path);
             x = sf_scope_end(g, x, in);
@@ -353,6 +376,6 @@ static void cvt_info_rows(mdl_info_table *t, const sf_model_cfg *c) {
 
 /* The family's entry points: the registry (registry.c) and `sfvit info` (info.c) use only this. */
 const mdl_family_def mdl_family_cvt = {
-    .title = "CvT", .sima_record = 0,  // no token-norm record: its queries and keys live on different grids
+    .title = "CvT", .sima_record = 1,
     .check = cvt_check, .build = cvt_build, .forward = cvt_forward, .free = cvt_free, .info_rows = cvt_info_rows,
 };

@@ -42,9 +42,11 @@ typedef struct mdl_attn {
 struct sf_model {
     sf_model_cfg cfg;
     void *family;               /* vit_model / xcit_model / soft_model / cvt_model (family files) */
-    /* SimA token norms of the last SimA block, batch element 0 (sfvit viz) */
-    float *viz_q, *viz_k;       // (N_patches) each
-    int viz_n, viz_h, viz_w, viz_valid;
+    /* SimA token norms of the last SimA block, batch element 0 (sfvit viz): Q-hat's on the
+     * viz_h x viz_w grid, K-hat's on viz_kh x viz_kw (the same grid but in CvT, whose keys
+     * come from a stride-2 convolution of the query grid) */
+    float *viz_q, *viz_k;       // (viz_n), (viz_kn)
+    int viz_n, viz_h, viz_w, viz_kn, viz_kh, viz_kw, viz_valid;
 };
 
 /* ---- registration (common.c) ---- */
@@ -93,6 +95,9 @@ sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 void mdl_viz_record(sf_model *m, const sf_tensor *q, const sf_tensor *k, int skip);
 /* The attention kind of block i (cfg->block_attn override or cfg->attn). */
 sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i);
+/* The model's blocks: model.depth, or in the pyramids (SOFT, CvT) the sum of model.depths
+ * (their model.depth is the named size's total, not updated when a config sets depths). */
+int mdl_block_count(const sf_model_cfg *cfg);
 /* CvT's geometry and SimA order (cvt.c), shared with its ONNX graph (onnx.c): the stages'
  * token-embedding convolutions, a stage's grid side after its embedding, the key/value grid
  * side of a query grid side, and the product order for Nq query and Nk key/value tokens. */

@@ -51,20 +51,21 @@ void sf_model_set_sima_order(sf_model *m, sf_sima_order order) { m->cfg.sima_ord
 
 static int model_has_sima(const sf_model_cfg *c) {
     if (!mdl_families[c->family]->sima_record) return 0;
-    for (int i = 0; i < c->depth; i++)
+    for (int i = 0; i < mdl_block_count(c); i++)
         if (mdl_block_attn(c, i) == SF_ATTN_SIMA) return 1;
     return 0;
 }
 
-int sf_model_sima_token_norms(sf_model *m, float *q_norms, float *k_norms, int *grid_h, int *grid_w) {
+int sf_model_sima_token_norms(sf_model *m, float *q_norms, float *k_norms, int q_grid[2], int k_grid[2]) {
     if (!model_has_sima(&m->cfg)) return -1;
-    if (grid_h) *grid_h = m->viz_h;
-    if (grid_w) *grid_w = m->viz_w;
+    if (q_grid) q_grid[0] = m->viz_h, q_grid[1] = m->viz_w;
+    if (k_grid) k_grid[0] = m->viz_kh, k_grid[1] = m->viz_kw;
     if (!q_norms && !k_norms) return 0;  // grid query only
     if (!m->viz_valid) return -1;        // no forward since build
-    SF_ASSERT(m->viz_n == m->viz_h * m->viz_w, "recorded %d tokens for a %dx%d grid", m->viz_n,
-              m->viz_h, m->viz_w);
+    SF_ASSERT(m->viz_n == m->viz_h * m->viz_w && m->viz_kn == m->viz_kh * m->viz_kw,
+              "recorded %d and %d tokens for the grids %dx%d and %dx%d", m->viz_n, m->viz_kn, m->viz_h, m->viz_w,
+              m->viz_kh, m->viz_kw);
     if (q_norms) memcpy(q_norms, m->viz_q, (size_t)m->viz_n * sizeof(float));
-    if (k_norms) memcpy(k_norms, m->viz_k, (size_t)m->viz_n * sizeof(float));
+    if (k_norms) memcpy(k_norms, m->viz_k, (size_t)m->viz_kn * sizeof(float));
     return 0;
 }

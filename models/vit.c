@@ -75,7 +75,7 @@ static int vit_build(sf_model *m, sf_params *ps) {
     }
     v->norm = mdl_ln_add(ps, F, "norm", C, 1e-6f);
     v->head = mdl_linear_add(ps, F, "head", c->num_classes, C, 1);
-    m->viz_h = m->viz_w = G;
+    m->viz_h = m->viz_w = m->viz_kh = m->viz_kw = G;
     return 0;
 }
 

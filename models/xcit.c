@@ -124,7 +124,7 @@ static int xcit_build(sf_model *m, sf_params *ps) {
     }
     x->norm = mdl_ln_add(ps, F, "norm", C, 1e-6f);
     x->head = mdl_linear_add(ps, F, "head", c->num_classes, C, 1);
-    m->viz_h = m->viz_w = c->img_size / P;
+    m->viz_h = m->viz_w = m->viz_kh = m->viz_kw = c->img_size / P;
     return 0;
 }
 
@@ -217,8 +217,8 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     sf_tensor *pos = mdl_tokens_from_image(g, mdl_conv_fwd(g, &x->pos_proj, fourier_features(g, Hp, Wp)));
     t = sf_add_broadcast(g, t, pos);  // pos (1, N, C)
     if (c->drop_rate > 0) t = sf_dropout(g, t, c->drop_rate);
-    m->viz_h = Hp;
-    m->viz_w = Wp;
+    m->viz_h = m->viz_kh = Hp;
+    m->viz_w = m->viz_kw = Wp;
     for (int i = 0; i < c->depth; i++) {
         const xcit_block *b = &x->blocks[i];
         sf_tensor *in = t;

@@ -5,7 +5,8 @@
 # numbers, labels against folders, the order shared by two models), eval overrides
 # (model.nr_iters changes a SOFT model's outputs, model.img_size for SOFT and ViT), and
 # `viz --score` (foreground fractions of synthetic images known exactly, AUC and Spearman
-# recomputed from the per-image rows, bounds, skip counts). Bad options name the option.
+# recomputed from the per-image rows, bounds, skip counts; a CvT, whose keys lie on a coarser
+# grid than its queries). Bad options name the option.
 # Usage: test_eval_tools.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
@@ -265,6 +266,37 @@ check "XCiT: the top half (rows 0-13 of 28) covers resized rows 0-16 of 32" $PY 
 import csv, sys
 half = [float(v) for v in next(r for r in csv.DictReader(open(sys.argv[1])) if r["path"] == "0_a/half.png")["fg_fraction"].split()]
 assert half == [1.0] * 8 + [0.125] * 4 + [0.0] * 4, half
+PY
+
+# ---- CvT: keys on the stride-2 grid of the queries ----
+# At 56 pixels the last stage's grid is 4x4 (56 -> 14 -> 7 -> 4) and its keys' 2x2.
+"$SFVIT" train "$ROOT/configs/fmnist_cvt_sima.yaml" "${COMMON[@]}" train.name=cvt train.max_steps=2 model.img_size=56 \
+  > cvt.log 2>&1
+check "tiny CvT-SimA trains 2 steps" test -f runs/cvt/last.safetensors
+out=$("$SFVIT" viz runs/cvt/last.safetensors synth/val/0_a/half.png -o cvt_heat.png 2>&1); rc=$?
+echo "$out"
+check "CvT heat map: query grid 4x4, keys 2x2" test $rc -eq 0 -a -n "$(grep 'grid 4x4, keys 2x2' <<< "$out")"
+check "CvT heat map: three 224-pixel panels" $PY - cvt_heat.png <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", d[16:24]) == (672, 224), struct.unpack(">II", d[16:24])
+PY
+out=$("$SFVIT" viz runs/cvt/last.safetensors --score synth --json cvt.json --per-image cvt.csv 2>&1); rc=$?
+echo "$out" | head -1
+check "CvT --score exits 0 and names the key grid" test $rc -eq 0 -a -n "$(grep 'grid 4x4, keys 2x2 on it' <<< "$out")"
+check "CvT: each query cell scored with the key whose 2x2 cell holds it" $PY - cvt.csv cvt.json <<'PY'
+import csv, json, sys
+rows = {r["path"]: r for r in csv.DictReader(open(sys.argv[1]))}
+j = json.load(open(sys.argv[2]))
+assert (j["grid_h"], j["grid_w"], j["k_grid_h"], j["k_grid_w"]) == (4, 4, 2, 2), j
+half = rows["0_a/half.png"]
+assert [float(v) for v in half["fg_fraction"].split()] == [1.0] * 8 + [0.0714286] * 4 + [0.0] * 4, half["fg_fraction"]
+k = [float(v) for v in half["k_norm"].split()]
+assert len(k) == 16 and all(k[i * 4 + jj] == k[(i // 2) * 8 + (jj // 2) * 2] for i in range(4) for jj in range(4)), k
+assert len({k[0], k[2], k[8], k[10]}) > 1, k   # four keys, not one value
+q = [float(v) for v in half["q_norm"].split()]
+assert len(set(q)) > 4, q                      # the queries keep their own 16 values
+assert j["scored"] == 1, j
 PY
 
 # ---- viz: bad options ----

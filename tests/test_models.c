@@ -634,8 +634,11 @@ static void test_bf16_activation_memory(const char *label, sf_model_cfg c) {
            bf16 / fp32);
 }
 
-/* Eval-time order switch: same logits either way; drop path on but eval. */
-static void test_order_switch(const char *label, sf_model_cfg c) {
+/* Eval-time order switch: same logits either way; drop path on but eval. And the SimA
+ * token-norm record of `sfvit viz`: Q-hat's on the query grid, K-hat's on the key grid
+ * (key_stride 2: CvT's stride-2 keys, ceil(h/2) x ceil(w/2)), positive, the same in either
+ * order, and made anew by each forward (another image, other norms). */
+static void test_order_switch(const char *label, sf_model_cfg c, int key_stride) {
     sf_params ps;
     c.drop_path_rate = 0.1f;
     sf_model *m = model_ready(&c, &ps, 3);
@@ -647,18 +650,34 @@ static void test_order_switch(const char *label, sf_model_cfg c) {
     fill_images(&x, 2, c.in_chans, c.img_size, 5);
     sf_model_set_sima_order(m, SF_SIMA_QK_FIRST);
     sf_tensor *a = sf_model_forward(&g, m, &x);
-    float qn[64], kn[64], qn2[64];
-    int gh = 0, gw = 0;
-    CHECK(sf_model_sima_token_norms(m, qn, kn, &gh, &gw) == 0, "%s token norms recorded", label);
-    CHECK(gh * gw > 0 && gh * gw <= 64, "%s grid %dx%d", label, gh, gw);
+    float qn[64], kn[64], qn2[64], kn2[64];
+    int qg[2] = {0, 0}, kg[2] = {0, 0};
+    sf_model_sima_token_norms(m, NULL, NULL, qg, kg);
+    const int nq = qg[0] * qg[1], nk = kg[0] * kg[1];
+    CHECK(nq > 0 && nq <= 64, "%s grid %dx%d", label, qg[0], qg[1]);
+    CHECK(kg[0] == (qg[0] + key_stride - 1) / key_stride && kg[1] == (qg[1] + key_stride - 1) / key_stride,
+          "%s key grid %dx%d for the query grid %dx%d (key stride %d)", label, kg[0], kg[1], qg[0], qg[1], key_stride);
+    if (nq <= 0 || nq > 64) return;
+    CHECK(sf_model_sima_token_norms(m, qn, kn, NULL, NULL) == 0, "%s token norms recorded", label);
     int pos = 1;
-    for (int i = 0; i < gh * gw; i++) pos &= qn[i] > 0 && kn[i] > 0 && isfinite(qn[i]);
+    for (int i = 0; i < nq; i++) pos &= qn[i] > 0 && isfinite(qn[i]);
+    for (int i = 0; i < nk; i++) pos &= kn[i] > 0 && isfinite(kn[i]);
     CHECK(pos, "%s token norms positive", label);
     sf_model_set_sima_order(m, SF_SIMA_KV_FIRST);
     sf_tensor *b = sf_model_forward(&g, m, &x);
     allclose(label, b->data, a->data, a->numel, 0.0f, 1e-4f);
-    sf_model_sima_token_norms(m, qn2, NULL, NULL, NULL);
-    allclose("token norms", qn2, qn, (size_t)(gh * gw), 1e-6f, 0.0f);
+    sf_model_sima_token_norms(m, qn2, kn2, NULL, NULL);
+    allclose("token norms q", qn2, qn, (size_t)nq, 1e-6f, 0.0f);
+    allclose("token norms k", kn2, kn, (size_t)nk, 1e-6f, 0.0f);
+    /* image 0 replaced: its norms are recorded again */
+    for (size_t i = 0; i < x.numel / 2; i++) x.data[i] = -2.0f * x.data[i] + 0.5f;
+    sf_model_forward(&g, m, &x);
+    sf_model_sima_token_norms(m, qn2, kn2, NULL, NULL);
+    int moved_q = 0, moved_k = 0;
+    for (int i = 0; i < nq; i++) moved_q += qn2[i] != qn[i];
+    for (int i = 0; i < nk; i++) moved_k += kn2[i] != kn[i];
+    CHECK(moved_q > 0 && moved_k > 0, "%s: another image, other token norms (%d of %d q, %d of %d k)", label, moved_q, nq,
+          moved_k, nk);
     free(x.data);
     sf_ctx_free(&g);
     sf_model_free(m);
@@ -1035,8 +1054,13 @@ int main(int argc, char **argv) {
         test_forward_backward("cvt sima none relu gray 28", c);
     }
 
-    test_order_switch("order switch vit sima", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1));
-    test_order_switch("order switch xcit sima", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8));
+    test_order_switch("order switch vit sima", tiny_vit(SF_ATTN_SIMA, SF_NORM_L1), 1);
+    test_order_switch("order switch xcit sima", tiny_xcit(SF_ATTN_SIMA, SF_NORM_L1, 8), 1);
+    {
+        sf_model_cfg c = tiny_cvt(SF_ATTN_SIMA, SF_NORM_L1, SF_ACT_QUICK_GELU);
+        c.depth = 13; /* cvt_13's total, as a config that sets model.depths leaves it: the blocks are 4 */
+        test_order_switch("order switch cvt sima", c, 2);
+    }
 
     test_model_gradchecks();
     return test_summary("test_models");

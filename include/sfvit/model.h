@@ -102,9 +102,12 @@ void sf_model_free(sf_model *m);
 sf_tensor *sf_model_forward(sf_ctx *g, sf_model *m, sf_tensor *images);
 const sf_model_cfg *sf_model_config(const sf_model *m);
 
-/* SimA visualization: after a forward, the per-token l2 norms of Q-hat and K-hat of the
- * last SimA block (B, N_patches) each; returns -1 if the model has no SimA block. */
-int sf_model_sima_token_norms(sf_model *m, float *q_norms, float *k_norms, int *grid_h, int *grid_w);
+/* SimA visualization: after a forward, the per-token l2 norms (mean over heads) of Q-hat and
+ * K-hat of the last SimA block for the first image, row-major over their token grids (cls
+ * token left out); q_grid and k_grid get the grids' (h, w): one grid, but in CvT, whose keys
+ * are on the stride-2 grid of its queries. With both norms NULL only the grids are given.
+ * Returns -1 if the model has no SimA block or has not run a forward. */
+int sf_model_sima_token_norms(sf_model *m, float *q_norms, float *k_norms, int q_grid[2], int k_grid[2]);
 
 /* `sfvit info`: prints the block table, params per part and total, MACs per part and
  * total, exp() counts and the SimA order. */
