@@ -46,6 +46,12 @@ void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, co
                   const float *B, float beta, float *C);
 void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C);
+/* C = op(A) op(B) + bias, bias (N) added to every row (a linear layer's y = x W^T + b). On
+ * oneDNN's bf16 kernels the bias is the product's epilogue and C is written once; elsewhere the
+ * rows are seeded with the bias and the product added to them (beta 1). Either way each
+ * element is the product's sum plus the bias, rounded once. */
+void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
+                         const float *B, const uint16_t *B16, const float *bias, float *C);
 
 /* sfvit bench --no-products: while on, the kernels of every product above (fp32, oneDNN's
  * bf16, fp32 kernels on bf16 values) are skipped, leaving C = beta C, and all the work around
@@ -108,6 +114,9 @@ int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const flo
                      const float *B, float beta, float *C);
 int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
                       const uint16_t *B16, float beta, float *C);
+/* C = op(A16) op(B16) + bias, bias (N) added to every row in the product's epilogue. */
+int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                           const float *bias, float *C);
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);

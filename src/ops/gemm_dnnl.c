@@ -57,8 +57,9 @@ typedef struct {
     int ta, tb, M, N, K;
     dnnl_data_type_t dt;
     float alpha, beta;
+    int bias; /* a (1 x N) bias added to every row in the product's epilogue */
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c, scratch; /* scratch: NULL when the primitive needs none */
+    dnnl_memory_t a, b, c, scratch, bm; /* scratch, bm: NULL when the primitive needs none */
     size_t scratch_bytes;
     sf_dnnl_kernel *kernel; /* the row counting this primitive's products */
 } entry;
@@ -85,6 +86,7 @@ static void entry_destroy(entry *e) {
     dnnl_memory_destroy(e->b);
     dnnl_memory_destroy(e->c);
     if (e->scratch) dnnl_memory_destroy(e->scratch);
+    if (e->bm) dnnl_memory_destroy(e->bm);
 }
 
 /* The calling thread empties its own cache at once, with its scratchpad: after the kernels
@@ -154,7 +156,7 @@ void sf_dnnl_set_slow_pattern(const char *pattern) {
 /* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
  * stored the other way round, which the strides say. */
 static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, float alpha,
-                     float beta) {
+                     float beta, int bias) {
     const long gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
     if (cache_generation != gen) {
         for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
@@ -164,22 +166,23 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     for (int i = 0; i < cache_n; i++) {
         entry *e = &cache[i];
         if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->dt == dt &&
-            e->alpha == alpha && e->beta == beta)
+            e->alpha == alpha && e->beta == beta && e->bias == bias)
             return e;
     }
     if (!sf_dnnl_available()) return NULL;
     if (!cache) cache = sf_calloc(CACHE_SIZE, sizeof *cache);
     if (!stream && dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
         return NULL;
-    dnnl_memory_desc_t ad, bd, cd;
-    dnnl_dims_t adims = {M, K}, bdims = {K, N}, cdims = {M, N};
+    dnnl_memory_desc_t ad, bd, cd, biasd;
+    dnnl_dims_t adims = {M, K}, bdims = {K, N}, cdims = {M, N}, biasdims = {1, N};
     dnnl_dims_t as = {ta ? 1 : K, ta ? M : 1}, bs = {tb ? 1 : N, tb ? K : 1}, cs = {N, 1};
     if (dnnl_memory_desc_init_by_strides(&ad, 2, adims, dt, as) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dt, bs) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) != dnnl_success)
+        dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&biasd, 2, biasdims, dnnl_f32, cs) != dnnl_success)
         return NULL;
     dnnl_matmul_desc_t md;
-    if (dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) != dnnl_success) return NULL;
+    if (dnnl_matmul_desc_init(&md, &ad, &bd, bias ? &biasd : NULL, &cd) != dnnl_success) return NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -220,25 +223,30 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
         cache_next = (cache_next + 1) % CACHE_SIZE;
         entry_destroy(e);
     }
-    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, prim, NULL, NULL, NULL, NULL, scratch_bytes, kernel};
+    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, bias, prim, NULL, NULL, NULL, NULL, NULL, scratch_bytes, kernel};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-        (scratch_bytes && dnnl_memory_create(&e->scratch, &sd, engine, DNNL_MEMORY_NONE) != dnnl_success))
+        (scratch_bytes && dnnl_memory_create(&e->scratch, &sd, engine, DNNL_MEMORY_NONE) != dnnl_success) ||
+        (bias && dnnl_memory_create(&e->bm, &biasd, engine, DNNL_MEMORY_NONE) != dnnl_success))
         SF_ASSERT(0, "oneDNN: cannot create memory objects");
     return e;
 }
 
 static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt,
-               const void *A, const void *B, float beta, float *C) {
+               const void *A, const void *B, const float *bias, float beta, float *C) {
     if (M <= 0 || N <= 0) return 0;
-    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta);
+    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta, bias != NULL);
     if (!e) return -1;
     dnnl_memory_set_data_handle(e->a, (void *)A);
     dnnl_memory_set_data_handle(e->b, (void *)B);
     dnnl_memory_set_data_handle(e->c, C);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
-                               {DNNL_ARG_SCRATCHPAD, e->scratch}};
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    int n_args = 3;
+    if (bias) {
+        dnnl_memory_set_data_handle(e->bm, (void *)bias);
+        args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, e->bm};
+    }
     if (e->scratch) {
         if (scratchpad_bytes < e->scratch_bytes) {
             free(scratchpad);
@@ -246,8 +254,9 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
             scratchpad_bytes = e->scratch_bytes;
         }
         dnnl_memory_set_data_handle(e->scratch, scratchpad);
+        args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
     }
-    if (dnnl_primitive_execute(e->prim, stream, e->scratch ? 4 : 3, args) != dnnl_success ||
+    if (dnnl_primitive_execute(e->prim, stream, n_args, args) != dnnl_success ||
         dnnl_stream_wait(stream) != dnnl_success)
         SF_ASSERT(0, "oneDNN: matmul (%d x %d x %d) failed", M, N, K);
     __atomic_add_fetch(&n_executed, 1, __ATOMIC_RELAXED);
@@ -258,12 +267,17 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
 
 int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      const float *B, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, beta, C);
+    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, NULL, beta, C);
 }
 
 int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
                       const uint16_t *B16, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, beta, C);
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, NULL, beta, C);
+}
+
+int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                           const float *bias, float *C) {
+    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C);
 }
 
 void sf_dnnl_stats(long *created, long *executed) {
@@ -395,6 +409,11 @@ int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const flo
 int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
                       const uint16_t *B16, float beta, float *C) {
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)B16, (void)beta, (void)C;
+    return -1;
+}
+int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                           const float *bias, float *C) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A16, (void)B16, (void)bias, (void)C;
     return -1;
 }
 void sf_dnnl_cache_reset(void) {}
