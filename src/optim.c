@@ -17,7 +17,15 @@ static int view_decays(const sf_param *p, const sf_optim_cfg *o) {
     return (p->flags & (official ? SF_PARAM_DECAY_OFFICIAL : SF_PARAM_DECAY)) != 0;
 }
 
-void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t) {
+/* One element's update: m, v, and the new weight. */
+static inline __attribute__((always_inline)) float adamw_one(float w, float g, float *m, float *v, float b1, float b2,
+                                                            float keep, float step, float rbc2, float eps) {
+    *m = b1 * *m + (1.0f - b1) * g;
+    *v = b2 * *v + (1.0f - b2) * g * g;
+    return w * keep - step * *m / (sqrtf(*v) * rbc2 + eps);
+}
+
+void sf_adamw_step_copies(sf_params *ps, const sf_optim_cfg *o, float lr, long t, uint16_t *const *copies) {
     const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
     /* Bias corrections as torch.optim.AdamW: step = lr / (1 - b1^t), denom uses sqrt(1 - b2^t). */
     const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
@@ -29,16 +37,22 @@ void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t) {
         const float keep = view_decays(p, o) ? 1.0f - lr * o->weight_decay : 1.0f;
         float *w = ps->data + p->offset, *gr = ps->grad + p->offset;
         float *m = ps->m + p->offset, *v = ps->v + p->offset;
+        uint16_t *w16 = copies ? copies[i] : NULL;
         const long n = (long)p->t->numel;
+        if (w16) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
-        for (long j = 0; j < n; j++) {
-            float gj = gr[j];
-            m[j] = b1 * m[j] + (1.0f - b1) * gj;
-            v[j] = b2 * v[j] + (1.0f - b2) * gj * gj;
-            w[j] = w[j] * keep - step * m[j] / (sqrtf(v[j]) * rbc2 + eps);
+            for (long j = 0; j < n; j++) {
+                w[j] = adamw_one(w[j], gr[j], &m[j], &v[j], b1, b2, keep, step, rbc2, eps);
+                w16[j] = sf_to_bf16(w[j]);
+            }
+        } else {
+#pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
+            for (long j = 0; j < n; j++) w[j] = adamw_one(w[j], gr[j], &m[j], &v[j], b1, b2, keep, step, rbc2, eps);
         }
     }
 }
+
+void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t) { sf_adamw_step_copies(ps, o, lr, t, NULL); }
 
 float sf_lr_at(float base_lr, const sf_sched_cfg *s, int epochs, double e) {
     if (e < s->warmup_epochs)

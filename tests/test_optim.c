@@ -9,9 +9,13 @@
  *    (first, middle or last element, inside a large view), accepts -0, denormals and
  *    FLT_MAX, and ignores frozen views.
  * 4. Gradient scaling and zeroing reach every element.
+ * 5. AdamW writing bf16 copies (sf_adamw_step_copies): the same weights and moments, bit for
+ *    bit, as sf_adamw_step, and each copy the updated weight rounded to bf16 (a copy of a
+ *    frozen view, or a view without one, untouched).
  */
 #include "gradcheck.h"
 #include "sfvit/optim.h"
+#include "sfvit/precision.h"
 
 #include <float.h>
 #include <omp.h>
@@ -162,11 +166,50 @@ static void test_scale_zero(void) {
     sf_params_free(&ps);
 }
 
+static void test_adamw_copies(void) {
+    sf_params a, b;
+    build(&a);
+    build(&b);
+    sf_rng r;
+    sf_rng_seed(&r, 8);
+    for (size_t j = 0; j < a.total; j++) a.data[j] = b.data[j] = sf_rng_normal(&r);
+    /* copies for big (trainable), frozen and small; none for bias */
+    uint16_t *copies[4] = {0}, *slots = malloc(a.total * sizeof *slots);
+    for (size_t j = 0; j < a.total; j++) slots[j] = 0xabcd;
+    for (int i = 0; i < a.count; i++)
+        if (strcmp(a.list[i].t->name, "bias") != 0) copies[i] = slots + a.list[i].offset;
+    const sf_optim_cfg o = {.lr = 1e-3f, .weight_decay = 0.05f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                            .decay_mask = "sfvit"};
+    for (long t = 1; t <= 3; t++) {
+        fill_grads(&a, &r);
+        memcpy(b.grad, a.grad, a.total * sizeof *a.grad);
+        sf_adamw_step(&a, &o, o.lr, t);
+        sf_adamw_step_copies(&b, &o, o.lr, t, copies);
+    }
+    CHECK(!memcmp(a.data, b.data, a.total * 4) && !memcmp(a.m, b.m, a.total * 4) && !memcmp(a.v, b.v, a.total * 4),
+          "AdamW with copies: weights and moments bit for bit those of sf_adamw_step");
+    long wrong = 0, touched = 0;
+    for (int i = 0; i < b.count; i++) {
+        const sf_param *p = &b.list[i];
+        const int written = copies[i] && (p->flags & SF_PARAM_TRAINABLE);
+        for (size_t k = p->offset; k < p->offset + p->t->numel; k++) {
+            if (written) wrong += slots[k] != sf_bf16_from_f32(b.data[k]);
+            else touched += slots[k] != 0xabcd;
+        }
+    }
+    CHECK(wrong == 0, "AdamW with copies: every copy is its updated weight in bf16 (%ld wrong)", wrong);
+    CHECK(touched == 0, "AdamW with copies: frozen views and views without a copy untouched (%ld written)", touched);
+    free(slots);
+    sf_params_free(&a);
+    sf_params_free(&b);
+}
+
 int main(void) {
     sf_threads_init(0);
     test_adamw();
     test_norm();
     test_finite();
     test_scale_zero();
+    test_adamw_copies();
     return test_summary("optim");
 }

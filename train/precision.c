@@ -142,6 +142,19 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
     return 0;
 }
 
+int sf_precision_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t) {
+    uint16_t **copies = sf_calloc((size_t)(ps->count > 0 ? ps->count : 1), sizeof *copies);
+    int wanted = 0, found = 0;
+    for (int i = 0; i < ps->count; i++) {
+        if (ps->list[i].t->ndim < 2) continue; /* the tensors sf_bf16_weights_refresh converts */
+        wanted++;
+        found += (copies[i] = sf_bf16_weight_slot(ps->list[i].t)) != NULL;
+    }
+    sf_adamw_step_copies(ps, o, lr, t, copies);
+    free(copies);
+    return wanted > 0 && found == wanted;
+}
+
 void sf_precision_weights_refresh(sf_params *ps) {
     if (sf_precision_get() == SF_PREC_FP32) return;
     sf_tensor **list = sf_malloc((size_t)(ps->count > 0 ? ps->count : 1) * sizeof *list);

@@ -369,6 +369,7 @@ typedef struct run {
     run_state st;
     long steps_this_run;
     int stopped_by_signal;
+    int copies_current;         /* bf16: the last update wrote the weights' bf16 copies (no refresh due) */
 } run;
 
 /* What an epoch's steps leave for its evaluation line. */
@@ -725,7 +726,7 @@ static void update(run *r, float lr) {
         if (norm > r->cfg.optim.clip_grad) sf_grad_scale(&r->ps, (float)(r->cfg.optim.clip_grad / (norm + 1e-6)));
     }
     r->st.global_step++;
-    sf_adamw_step(&r->ps, &r->cfg.optim, lr, r->st.global_step);
+    r->copies_current = sf_precision_adamw_step(&r->ps, &r->cfg.optim, lr, r->st.global_step);
     if (r->ema) sf_params_ema_update(&r->ps, r->ema, r->cfg.train.ema_decay);
 }
 
@@ -794,7 +795,8 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
         es->lr = sf_lr_at(r->base_lr, &c->sched, c->train.epochs, (double)epoch + (double)step / r->steps_per_epoch);
         if (step % r->accum == 0) {
             sf_params_zero_grad(&r->ps);
-            sf_precision_weights_refresh(&r->ps);  // bf16: this update's weights, converted once
+            /* bf16: this update's weights, converted once (by the update itself when it could) */
+            if (!r->copies_current) sf_precision_weights_refresh(&r->ps);
         }
         float loss;
         long correct;
@@ -844,6 +846,7 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
     const sf_config *c = &r->cfg;
     sf_dist_broadcast_buffers(&r->ps);  // MPI: rank 0's BatchNorm running statistics
     sf_eval_result ev = {0}, ee = {0};
+    r->copies_current = 0;  // an evaluation converts the weights it runs (the EMA's too) and drops the copies
     if (sf_evaluate(r->model, &r->ps, r->val_loader, c->model.num_classes, &ev) != 0) return SF_TRAIN_ERROR;
     if (r->ema) {
         ema_swap(r);

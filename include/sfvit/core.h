@@ -97,6 +97,19 @@ int sf_write_stream_atomic(const char *path, void (*fill)(FILE *, const void *),
 /* Wall clock in seconds (monotonic). */
 double sf_now(void);
 
+/* fp32 -> bf16, round to nearest even; NaN stays a quiet NaN with its sign. Branch-free (a
+ * select, not a jump) so that loops calling it vectorize. Here rather than with the bf16
+ * products (src/ops/bf16.c) because AdamW writes the weights' bf16 copies too. */
+static inline __attribute__((always_inline)) uint16_t sf_to_bf16(float x) {
+    uint32_t u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    /* Add 0x7fff plus the lowest kept bit, drop the lower 16: Inf stays Inf (lower bits 0),
+     * the largest finite values round up into Inf as they should. */
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* keeps the sign; never rounds into Inf */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
 /* Test hook, so tests synchronize on events instead of guessing how long a step takes.
  * SFVIT_TEST_HOLD="POINT;POINT;..." arms the listed points one after another: when the
  * process reaches the armed point (the formatted string equals it), it prints

@@ -21,6 +21,10 @@ typedef struct sf_sched_cfg {
 /* One AdamW update of every trainable view (decoupled weight decay on views whose decay
  * flag is set under the configured mask). t is the 1-based update count (bias correction). */
 void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t);
+/* The same update, and for each view i with copies[i] not NULL the updated weights rounded to
+ * bf16 into copies[i] in the same pass (the bf16 copies the products read, which would
+ * otherwise be converted from the weights in a pass of their own at the next step). */
+void sf_adamw_step_copies(sf_params *ps, const sf_optim_cfg *o, float lr, long t, uint16_t *const *copies);
 
 /* timm CosineLRScheduler evaluated at fractional epoch e (= step / steps_per_epoch):
  * linear warmup from warmup_lr to lr over warmup_epochs, then cosine from lr to min_lr

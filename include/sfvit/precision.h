@@ -78,6 +78,9 @@ void sf_bf16_round_into(const float *x, float *y, size_t n);
  * the buffer it widens into anyway. Changing the precision or the kernels drops them too. */
 struct sf_tensor;
 void sf_bf16_weights_refresh(struct sf_tensor *const *params, int n);
+/* The copy of w for the optimizer to write as it updates w (sf_adamw_step_copies), which then
+ * stands for the next refresh; NULL when w has none. */
+uint16_t *sf_bf16_weight_slot(const struct sf_tensor *w);
 const uint16_t *sf_bf16_weight(const struct sf_tensor *w);
 void sf_bf16_weights_clear(void);
 

@@ -53,6 +53,11 @@ int sf_precision_setup(sf_config *cfg, int verbose);
 int sf_bf16_products_choose(double bf16_rate, double fp32_rate);
 /* Weights to bf16 once per step (no-op in fp32): after the update, before the next forward. */
 void sf_precision_weights_refresh(sf_params *ps);
+/* AdamW (sf_adamw_step) that writes the weights' bf16 copies in the same pass. Returns 1 when
+ * every weight with a copy slot had one, so the copies match the updated weights and the next
+ * step needs no refresh; 0 when there were none to write (fp32, bf16 on fp32 kernels, copies
+ * dropped by an evaluation): then refresh as before. */
+int sf_precision_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t);
 /* One line: the fp32 product backend and oneDNN's ISA and kernels. */
 void sf_kernels_describe(char *buf, size_t size);
 

@@ -177,6 +177,13 @@ void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
     n_shadows = k > n_shadows ? k : n_shadows;
 }
 
+uint16_t *sf_bf16_weight_slot(const sf_tensor *w) {
+    if (precision == SF_PREC_FP32) return NULL;
+    for (int i = 0; i < n_shadows; i++)
+        if (shadows[i].w == w) return shadows[i].h;
+    return NULL;
+}
+
 const uint16_t *sf_bf16_weight(const sf_tensor *w) {
     if (precision == SF_PREC_FP32) return NULL;
     for (int i = 0; i < n_shadows; i++)

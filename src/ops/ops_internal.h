@@ -65,18 +65,6 @@ sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int strid
 
 /* ---- bf16 outputs for the next linear layer (src/ops/bf16.c) ---- */
 
-/* fp32 -> bf16, round to nearest even; NaN stays a quiet NaN with its sign. Branch-free (a
- * select, not a jump) so that loops calling it vectorize. */
-static inline __attribute__((always_inline)) uint16_t sf_to_bf16(float x) {
-    uint32_t u;
-    __builtin_memcpy(&u, &x, sizeof u);
-    /* Add 0x7fff plus the lowest kept bit, drop the lower 16: Inf stays Inf (lower bits 0),
-     * the largest finite values round up into Inf as they should. */
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* keeps the sign; never rounds into Inf */
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
 /* The output tensor of a *_to_linear op: in bf16 precision its values live in data16 alone
  * (data NULL), which is all sf_linear_last_use reads of it; in fp32 a plain tensor. */
 sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape);
