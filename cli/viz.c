@@ -287,7 +287,8 @@ static int score_split(sf_model *m, const sf_config *cfg, const char *ckpt, int 
     printf("token-norm foreground score of %s%s on %s/%s (grid %dx%d%s, %dx%d input): %d images scored, %d skipped "
            "(%d all foreground, %d all background, %d unreadable)  AUC q-hat %.4f k-hat %.4f  Spearman q-hat %.4f "
            "k-hat %.4f  (%.1f s)\n",
-           ckpt, random_init ? " (random init)" : "", root, split, gh, gw, keys, S, S, scored, all_fg + all_bg + unreadable,
+           ckpt, random_init ? " (random init)" : "", root, split, gh, gw, keys, S, S, scored,
+           all_fg + all_bg + unreadable,
            all_fg, all_bg, unreadable, mean[NORM_Q].auc, mean[NORM_K].auc, mean[NORM_Q].rho, mean[NORM_K].rho,
            sf_now() - t0);
     if (csv) {
@@ -413,7 +414,8 @@ int sf_cmd_viz(int argc, char **argv) {
     draw_panels(&im, qn, q_grid, kn, k_grid, S, &canvas);
     if (sf_image_write_png(out, &canvas) != 0) goto done;
     char keys[48] = "";
-    if (k_grid[0] != q_grid[0] || k_grid[1] != q_grid[1]) snprintf(keys, sizeof keys, ", keys %dx%d", k_grid[0], k_grid[1]);
+    if (k_grid[0] != q_grid[0] || k_grid[1] != q_grid[1])
+        snprintf(keys, sizeof keys, ", keys %dx%d", k_grid[0], k_grid[1]);
     printf("wrote %s (%dx%d): image | Q-hat token norms | K-hat token norms, grid %dx%d%s\n", out, canvas.w, canvas.h,
            q_grid[0], q_grid[1], keys);
     status = 0;

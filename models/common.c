@@ -338,6 +338,7 @@ sf_attn_kind mdl_block_attn(const sf_model_cfg *cfg, int i) {
 int mdl_block_count(const sf_model_cfg *cfg) {
     if (cfg->family != SF_FAMILY_SOFT && cfg->family != SF_FAMILY_CVT) return cfg->depth;
     int n = 0;
-    for (int s = 0; s < cfg->num_stages && s < (int)(sizeof cfg->depths / sizeof *cfg->depths); s++) n += cfg->depths[s];
+    const int stages = (int)(sizeof cfg->depths / sizeof *cfg->depths);
+    for (int s = 0; s < cfg->num_stages && s < stages; s++) n += cfg->depths[s];
     return n;
 }

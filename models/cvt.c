@@ -301,8 +301,8 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             const cvt_block *bk = &st->blocks[j];
             sf_tensor *in = x;
             sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
-            x = mdl_residual(g, x, cvt_attn_fwd(g, m, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL),
-                             bk->drop_path);
+            sf_tensor *a = cvt_attn_fwd(g, m, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL);
+            x = mdl_residual(g, x, a, bk->drop_path);
             x = mdl_residual(g, x, mdl_mlp_fwd(g, &bk->mlp, mdl_ln_fwd(g, &bk->norm2, x)), bk->drop_path);
             x = sf_scope_end(g, x, in);
         }

@@ -676,8 +676,8 @@ static void test_order_switch(const char *label, sf_model_cfg c, int key_stride)
     int moved_q = 0, moved_k = 0;
     for (int i = 0; i < nq; i++) moved_q += qn2[i] != qn[i];
     for (int i = 0; i < nk; i++) moved_k += kn2[i] != kn[i];
-    CHECK(moved_q > 0 && moved_k > 0, "%s: another image, other token norms (%d of %d q, %d of %d k)", label, moved_q, nq,
-          moved_k, nk);
+    CHECK(moved_q > 0 && moved_k > 0, "%s: another image, other token norms (%d of %d q, %d of %d k)", label, moved_q,
+          nq, moved_k, nk);
     free(x.data);
     sf_ctx_free(&g);
     sf_model_free(m);

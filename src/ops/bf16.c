@@ -184,12 +184,7 @@ uint16_t *sf_bf16_weight_slot(const sf_tensor *w) {
     return NULL;
 }
 
-const uint16_t *sf_bf16_weight(const sf_tensor *w) {
-    if (precision == SF_PREC_FP32) return NULL;
-    for (int i = 0; i < n_shadows; i++)
-        if (shadows[i].w == w) return shadows[i].h;
-    return NULL;
-}
+const uint16_t *sf_bf16_weight(const sf_tensor *w) { return sf_bf16_weight_slot(w); }
 
 /* ---- products ---- */
 

@@ -1,7 +1,8 @@
 /* gemm_dnnl.c — matrix products through oneDNN's matmul primitive (f32 and bf16 operands,
  * fp32 output), for sf_gemm (SFVIT_GEMM=onednn) and the bf16 precision (sf_gemm_prec).
  *
- * Primitives are created once per (transposes, M, N, K, data type, alpha, beta) and kept in
+ * Primitives are created once per (transposes, M, N, K, data type, alpha, beta, bias or not:
+ * a linear layer's bias is the product's epilogue on the bf16 kernels) and kept in
  * a small per-thread cache (products also run inside the attention ops' OpenMP regions, and a
  * oneDNN stream or memory object must not be shared between threads). sf_dnnl_stats counts
  * creations: after the first training step it stops growing. oneDNN (Debian: OpenMP runtime)
