@@ -7,7 +7,8 @@
  * be exact there but many times slower). The linear layer's form, C = op(A) op(B) + bias
  * (sf_gemm_prec_bias_w: oneDNN's bias epilogue natively, seeded rows and beta 1 in the
  * emulation), the same way, and a bias product of a shape first run without one gets its own
- * primitive (the bias is added). Skipped (exit 77) with the reason where oneDNN has no native
+ * primitive (the bias is added). Its bf16 output (sf_gemm_prec_bias_w16, an MLP's fc1 in bf16)
+ * is the emulation's sum rounded once, within the same bound plus half a bf16 step. Skipped (exit 77) with the reason where oneDNN has no native
  * bf16 (AVX2-only CPUs such as Zen 3, AVX-512 without BF16, no oneDNN). */
 #include "test_gemm_dnnl_common.h"
 
@@ -46,6 +47,7 @@ static void test_bias(void) {
                 float *A = malloc(na * 4), *B = malloc(nb * 4), *Aa = malloc(na * 4), *Ba = malloc(nb * 4);
                 float *bias = malloc((size_t)N * 4), *C0 = malloc(nc * 4), *C1 = malloc(nc * 4), *C2 = malloc(nc * 4);
                 float *Cb = malloc(nc * 4);
+                uint16_t *C16 = malloc(nc * 2);
                 for (size_t i = 0; i < na; i++) A[i] = sf_rng_normal(&r), Aa[i] = fabsf(A[i]);
                 for (size_t i = 0; i < nb; i++) B[i] = sf_rng_normal(&r), Ba[i] = fabsf(B[i]);
                 for (int j = 0; j < N; j++) bias[j] = 4.0f + sf_rng_normal(&r); /* away from 0: a missing bias shows */
@@ -57,17 +59,24 @@ static void test_bias(void) {
                 sf_precision_set(SF_PREC_FP32);
                 bias_product(SF_PREC_BF16, ta, tb, M, N, K, A, B, bias, C1);
                 bias_product(SF_PREC_BF16_EMULATED, ta, tb, M, N, K, A, B, bias, C2);
+                sf_precision_set(SF_PREC_BF16);
+                sf_gemm_prec_bias_w16(ta, tb, M, N, K, A, NULL, B, NULL, bias, C16);
+                sf_precision_set(SF_PREC_FP32);
                 const double tol = 2.1 * 0x1p-24 * K + 8 * 0x1p-24;
-                long bad = 0, biased = 0;
+                long bad = 0, biased = 0, bad16 = 0;
                 for (size_t i = 0; i < nc; i++) {
                     bad += !(fabs((double)C1[i] - C2[i]) <= tol * Cb[i] + 1e-30);
+                    const double near = tol * Cb[i]; /* C16 rounds a sum within `near` of C2 */
+                    bad16 += !(fabs((double)sf_from_bf16(C16[i]) - C2[i]) <= near + 0x1p-8 * (fabs(C2[i]) + near) + 1e-30);
                     biased += fabs((double)C1[i] - C0[i] - bias[i % (size_t)N]) <= tol * Cb[i] + 1e-30;
                 }
                 CHECK(bad == 0, "bias product %dx%dx%d ta=%d tb=%d: %ld of %zu outside %.3g of the emulation", M, N, K,
                       ta, tb, bad, nc, tol);
                 CHECK(biased == (long)nc, "bias product %dx%dx%d ta=%d tb=%d: the bias added to %ld of %zu elements",
                       M, N, K, ta, tb, biased, nc);
-                free(A), free(B), free(Aa), free(Ba), free(bias), free(C0), free(C1), free(C2), free(Cb);
+                CHECK(bad16 == 0, "bias product in bf16 %dx%dx%d ta=%d tb=%d: %ld of %zu not the emulation's rounded",
+                      M, N, K, ta, tb, bad16, nc);
+                free(A), free(B), free(Aa), free(Ba), free(bias), free(C0), free(C1), free(C2), free(Cb), free(C16);
             }
 }
 

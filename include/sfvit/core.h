@@ -110,6 +110,14 @@ static inline __attribute__((always_inline)) uint16_t sf_to_bf16(float x) {
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
+/* bf16 -> fp32, exact (the bf16 bits are the upper half of the fp32's). */
+static inline __attribute__((always_inline)) float sf_from_bf16(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    __builtin_memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* Test hook, so tests synchronize on events instead of guessing how long a step takes.
  * SFVIT_TEST_HOLD="POINT;POINT;..." arms the listed points one after another: when the
  * process reaches the armed point (the formatted string equals it), it prints

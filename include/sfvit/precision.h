@@ -52,6 +52,12 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
  * element is the product's sum plus the bias, rounded once. */
 void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
                          const float *B, const uint16_t *B16, const float *bias, float *C);
+/* 1 on oneDNN's bf16 kernels, which can write a product in bf16: then sf_gemm_prec_bias_w16
+ * gives C16 = op(A) op(B) + bias, each element rounded once in the product's epilogue. On fp32
+ * kernels (0) the caller runs sf_gemm_prec_bias_w and rounds C itself: the same numbers. */
+int sf_gemm_prec_writes_bf16(void);
+void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
+                           const float *B, const uint16_t *B16, const float *bias, uint16_t *C16);
 
 /* sfvit bench --no-products: while on, the kernels of every product above (fp32, oneDNN's
  * bf16, fp32 kernels on bf16 values) are skipped, leaving C = beta C, and all the work around
@@ -120,6 +126,9 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
 /* C = op(A16) op(B16) + bias, bias (N) added to every row in the product's epilogue. */
 int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                            const float *bias, float *C);
+/* The same, C16 written in bf16: each element the fp32 sum plus the bias, rounded once. */
+int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                                   const float *bias, uint16_t *C16);
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);

@@ -17,12 +17,7 @@
 
 static inline uint16_t to_bf16(float x) { return sf_to_bf16(x); }
 
-static inline float from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+static inline float from_bf16(uint16_t h) { return sf_from_bf16(h); }
 
 uint16_t sf_bf16_from_f32(float x) { return to_bf16(x); }
 float sf_f32_from_bf16(uint16_t h) { return from_bf16(h); }
@@ -352,6 +347,20 @@ void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const fl
 #pragma omp parallel for schedule(static) if ((size_t)M * N >= 65536 && !omp_in_parallel())
     for (int r = 0; r < M; r++) memcpy(C + (size_t)r * N, bias, (size_t)N * sizeof(float));
     sf_gemm_prec_w(trans_a, trans_b, M, N, K, 1.0f, A, A16, B, B16, 1.0f, C);
+}
+
+int sf_gemm_prec_writes_bf16(void) { return on_bf16_kernels(); }
+
+void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
+                           const float *B, const uint16_t *B16, const float *bias, uint16_t *C16) {
+    SF_ASSERT(on_bf16_kernels(), "a product written in bf16 needs oneDNN's bf16 kernels");
+    const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
+    if (kernels_skipped) {
+        memset(C16, 0, (size_t)M * N * sizeof *C16);
+        return;
+    }
+    SF_ASSERT(sf_dnnl_gemm_bf16_bias_to_bf16(trans_a, trans_b, M, N, K, a, b, bias, C16) == 0,
+              "oneDNN has no bf16 matmul with a bias and a bf16 output here (%d x %d x %d)", M, N, K);
 }
 
 void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,

@@ -228,7 +228,45 @@ static void gelu_block(float *restrict y, const float *restrict x, size_t n) {
 }
 
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 0); }
+
 sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 1); }
+
+static void gelu_block_bf16_in(float *restrict y, const uint16_t *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const float v = sf_from_bf16(x[i]);
+        float e;
+        y[i] = v * sf_fast_phif(v, &e);
+    }
+}
+
+/* h in fp32 is rounded to bf16 block by block in the GELU's pass, and its fp32 data given
+ * back: the GELU, here and in the backward, reads the rounded values, as where oneDNN's
+ * kernels wrote h in bf16. */
+sf_tensor *sf_gelu_bf16_input(sf_ctx *g, sf_tensor *h) {
+    SF_ASSERT(sf_precision_get() != SF_PREC_FP32 && (h->data || h->data16), "gelu_bf16_input: bf16 precision only");
+    sf_tensor *y = sf_tensor_for_linear(g, h->ndim, h->shape);
+    const size_t n = h->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
+    const float *hf = h->data;
+    uint16_t *h16 = hf ? sf_arena_alloc(g->arena, n * sizeof *h16) : h->data16;
+#pragma omp parallel for schedule(static) if (n > EW_OMP_MIN / 8)
+    for (size_t k = 0; k < blocks; k++) {
+        const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
+        if (hf) sf_bf16_convert(hf + lo, h16 + lo, m);
+        float block[AW_BLOCK];
+        gelu_block_bf16_in(block, h16 + lo, m);
+        sf_bf16_convert(block, y->data16 + lo, m);
+    }
+    if (hf) {
+        sf_tensor_release_data(g, h); /* the fp32 h alone: data16 is set below */
+        h->data16 = h16;
+    }
+    if (sf_needs_grad(g, &h, 1))
+        sf_tape_push(g, SF_OP_GELU, y, &h, 1);
+    else
+        sf_tensor_release_data(g, h); /* nothing reads h after this pass */
+    return y;
+}
 
 /* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
@@ -240,6 +278,7 @@ void sf_gelu_backward(sf_ctx *g, sf_node *node) {
         return;
     }
     const float *x = node->in[0]->data, *G = node->out->grad;
+    SF_ASSERT(x, "gelu backward: its input in bf16 alone belongs to the fused linear + GELU backward");
     int acc;
     float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;

@@ -59,6 +59,7 @@ typedef struct {
     dnnl_data_type_t dt;
     float alpha, beta;
     int bias; /* a (1 x N) bias added to every row in the product's epilogue */
+    dnnl_data_type_t cdt; /* C's type: f32, or bf16 for an output kept in bf16 alone */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c, scratch, bm; /* scratch, bm: NULL when the primitive needs none */
     size_t scratch_bytes;
@@ -157,7 +158,7 @@ void sf_dnnl_set_slow_pattern(const char *pattern) {
 /* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
  * stored the other way round, which the strides say. */
 static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, float alpha,
-                     float beta, int bias) {
+                     float beta, int bias, dnnl_data_type_t cdt) {
     const long gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
     if (cache_generation != gen) {
         for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
@@ -167,7 +168,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     for (int i = 0; i < cache_n; i++) {
         entry *e = &cache[i];
         if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->dt == dt &&
-            e->alpha == alpha && e->beta == beta && e->bias == bias)
+            e->alpha == alpha && e->beta == beta && e->bias == bias && e->cdt == cdt)
             return e;
     }
     if (!sf_dnnl_available()) return NULL;
@@ -179,7 +180,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     dnnl_dims_t as = {ta ? 1 : K, ta ? M : 1}, bs = {tb ? 1 : N, tb ? K : 1}, cs = {N, 1};
     if (dnnl_memory_desc_init_by_strides(&ad, 2, adims, dt, as) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dt, bs) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&cd, 2, cdims, cdt, cs) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&biasd, 2, biasdims, dnnl_f32, cs) != dnnl_success)
         return NULL;
     dnnl_matmul_desc_t md;
@@ -224,7 +225,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
         cache_next = (cache_next + 1) % CACHE_SIZE;
         entry_destroy(e);
     }
-    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, bias, prim, NULL, NULL, NULL, NULL, NULL, scratch_bytes, kernel};
+    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, bias, cdt, prim, NULL, NULL, NULL, NULL, NULL, scratch_bytes, kernel};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -235,9 +236,9 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
 }
 
 static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt,
-               const void *A, const void *B, const float *bias, float beta, float *C) {
+               const void *A, const void *B, const float *bias, float beta, void *C, dnnl_data_type_t cdt) {
     if (M <= 0 || N <= 0) return 0;
-    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta, bias != NULL);
+    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta, bias != NULL, cdt);
     if (!e) return -1;
     dnnl_memory_set_data_handle(e->a, (void *)A);
     dnnl_memory_set_data_handle(e->b, (void *)B);
@@ -268,17 +269,22 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
 
 int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      const float *B, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, NULL, beta, C);
+    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, NULL, beta, C, dnnl_f32);
 }
 
 int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
                       const uint16_t *B16, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, NULL, beta, C);
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, NULL, beta, C, dnnl_f32);
 }
 
 int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                            const float *bias, float *C) {
-    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C);
+    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C, dnnl_f32);
+}
+
+int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                                   const float *bias, uint16_t *C16) {
+    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C16, dnnl_bf16);
 }
 
 void sf_dnnl_stats(long *created, long *executed) {
@@ -415,6 +421,11 @@ int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const ui
 int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                            const float *bias, float *C) {
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A16, (void)B16, (void)bias, (void)C;
+    return -1;
+}
+int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                                   const float *bias, uint16_t *C16) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A16, (void)B16, (void)bias, (void)C16;
     return -1;
 }
 void sf_dnnl_cache_reset(void) {}

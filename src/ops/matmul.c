@@ -22,8 +22,11 @@
  * backward still needs x (for dW, in bf16) the node keeps its bf16 copy, which is exactly the
  * operand the products read: the same numbers, half the memory, one conversion instead of
  * two. In fp32 the dW product needs x itself, so it is kept. An x made by a *_to_linear op
- * in bf16 arrives as that bf16 copy alone (x->data16), which then serves the same way. */
-static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int x_last_use) {
+ * in bf16 arrives as that bf16 copy alone (x->data16), which then serves the same way.
+ * y16 (bf16 precision, with a bias): y is written in bf16 alone where the product can write
+ * it so (oneDNN's bf16 kernels, sf_gemm_prec_writes_bf16); elsewhere in fp32, for the caller
+ * to round. */
+static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int x_last_use, int y16) {
     char sx[64], sw[64];
     SF_ASSERT(w->ndim == 2, "linear weight %s must be (out, in), got %s", w->name ? w->name : "",
               sf_shape_str(w, sw, sizeof sw));
@@ -39,12 +42,13 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
     int shape[SF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = O;
-    sf_tensor *y = sf_tensor_new(g, x->ndim, shape); // (R, O)
+    const int bf16 = sf_precision_get() != SF_PREC_FP32;
+    const int write16 = y16 && b && bf16 && sf_gemm_prec_writes_bf16();
+    sf_tensor *y = write16 ? sf_tensor_new_bf16(g, x->ndim, shape) : sf_tensor_new(g, x->ndim, shape); // (R, O)
 
     sf_tensor *in[3] = {x, w, b};
     int n_in = b ? 3 : 2;
     const int record = sf_needs_grad(g, in, n_in);
-    const int bf16 = sf_precision_get() != SF_PREC_FP32;
     SF_ASSERT(!x->data16 || (x_last_use && bf16), "linear: x %s holds bf16 values only, for a handed-over x in bf16",
               sf_shape_str(x, sx, sizeof sx));
     /* x's bf16 copy: the operand of this product and, when x is handed over in bf16, of the
@@ -56,7 +60,9 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         sf_bf16_convert(x->data, x16, x->numel);
     }
 
-    if (b)
+    if (write16)
+        sf_gemm_prec_bias_w16(0, 1, R, O, I, x->data, x16, w->data, sf_bf16_weight(w), b->data, y->data16);
+    else if (b)
         sf_gemm_prec_bias_w(0, 1, R, O, I, x->data, x16, w->data, sf_bf16_weight(w), b->data, y->data);
     else
         sf_gemm_prec_w(0, 1, R, O, I, 1.0f, x->data, x16, w->data, sf_bf16_weight(w), 0.0f, y->data);
@@ -75,10 +81,10 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
     return y;
 }
 
-sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) { return linear(g, x, w, b, 0); }
+sf_tensor *sf_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) { return linear(g, x, w, b, 0, 0); }
 
 sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
-    return linear(g, x, w, b, 1);
+    return linear(g, x, w, b, 1, 0);
 }
 
 /* db += colsum(G), G (R, O), in one order whatever the thread count: the rows in blocks of
@@ -164,11 +170,16 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
 
 /* ---- a linear layer into a GELU into the next linear layer (an MLP's fc1 and activation) ---- */
 
+/* In bf16 the layer's output h is kept in bf16 alone, as the GELU's input and the input its
+ * backward reads (what autocast does with a linear layer's output): half the memory of
+ * the widest activation of a ViT block (B N 4C), and half the bytes read by the GELU's two
+ * passes. oneDNN's bf16 kernels write h so; on fp32 kernels the GELU's pass rounds it. */
 sf_tensor *sf_linear_gelu_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
-    sf_tensor *h = sf_linear_last_use(g, x, w, b);
+    const int bf16 = sf_precision_get() != SF_PREC_FP32;
+    sf_tensor *h = linear(g, x, w, b, 1, bf16);
     const int lin = g->tape_len - 1; /* the linear layer's node, if it recorded one */
     const int lin_recorded = lin >= 0 && g->tape[lin].out == h;
-    sf_tensor *a = sf_gelu_to_linear(g, h);
+    sf_tensor *a = bf16 ? sf_gelu_bf16_input(g, h) : sf_gelu_to_linear(g, h);
     /* h is read by nothing but the GELU: its backward runs the linear layer's too */
     if (lin_recorded && g->tape_len > 0 && g->tape[g->tape_len - 1].out == a) g->tape[g->tape_len - 1].iarg[0] = lin + 1;
     return a;
@@ -186,6 +197,7 @@ void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     const int R = lin->iarg[0], O = lin->iarg[2];
     const size_t nG = (size_t)R * O;
     const float *Ga = act->out->grad, *hv = h->data;
+    const uint16_t *h16 = h->data16; /* h in bf16 alone (sf_gelu_bf16_input), or hv */
     const float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f; /* teeth, as sf_gelu_backward */
     uint16_t *G16 = linear_wants_g16(lin) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
     float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
@@ -202,8 +214,13 @@ void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         for (int r = k * COLSUM_ROWS; r < r1; r++) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
+            if (h16) {
 #pragma omp simd
-            for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(hv[at + o], keep_pdf);
+                for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(sf_from_bf16(h16[at + o]), keep_pdf);
+            } else {
+#pragma omp simd
+                for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(hv[at + o], keep_pdf);
+            }
             if (p) {
 #pragma omp simd
                 for (int o = 0; o < O; o++) p[o] += row[o];

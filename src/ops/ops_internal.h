@@ -127,6 +127,10 @@ static inline __attribute__((always_inline)) float sf_gelu_slope(float x, float 
 /* A linear layer whose output only a GELU reads (sf_linear_gelu_to_linear): the GELU's node
  * act runs the backward of both, lin's (matmul.c). */
 void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin);
+/* GELU of an MLP's fc1 output h in bf16 precision (sf_linear_gelu_to_linear): h in bf16 alone
+ * (written so by oneDNN's kernels) or in fp32 (fp32 kernels: rounded here, in the same pass,
+ * and its fp32 data given back); the GELU reads the rounded h, its output is bf16 alone. */
+sf_tensor *sf_gelu_bf16_input(sf_ctx *g, sf_tensor *h);
 
 /* heads_split and heads_split_norm: the splits of one x recorded together write x's whole
  * gradient in one pass (sf_heads_split_gather, shape.c; 0 when that does not apply: x already
