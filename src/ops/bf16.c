@@ -332,16 +332,28 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
  * 167 -> 113 us on 2 threads), then the product added with beta 1. On oneDNN's bf16 kernels it
  * is their bias input, added as the product's rows are written: no seeding pass, and no read of
  * C by the product (DeiT-S b8: 21 MB written and read again per block). */
+/* On oneDNN's bf16 kernels: C = op(A) op(B) + bias into C (fp32) or C16 (bf16, each element
+ * rounded once), the bias in the product's epilogue. */
+static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const float *A, const uint16_t *A16,
+                                 const float *B, const uint16_t *B16, const float *bias, float *C, uint16_t *C16) {
+    const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
+    if (kernels_skipped) {
+        if (C16)
+            memset(C16, 0, (size_t)M * N * sizeof *C16);
+        else
+            skip_kernel(M, N, 0.0f, C);
+        return;
+    }
+    const int rc = C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
+                       : sf_dnnl_gemm_bf16_bias(ta, tb, M, N, K, a, b, bias, C);
+    SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul with a bias and a %s output here (%d x %d x %d)",
+              C16 ? "bf16" : "fp32", M, N, K);
+}
+
 void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
                          const float *B, const uint16_t *B16, const float *bias, float *C) {
     if (on_bf16_kernels()) {
-        const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
-        if (kernels_skipped) {
-            skip_kernel(M, N, 0.0f, C);
-            return;
-        }
-        SF_ASSERT(sf_dnnl_gemm_bf16_bias(trans_a, trans_b, M, N, K, a, b, bias, C) == 0,
-                  "oneDNN has no bf16 matmul with a bias here (%d x %d x %d)", M, N, K);
+        bias_on_bf16_kernels(trans_a, trans_b, M, N, K, A, A16, B, B16, bias, C, NULL);
         return;
     }
 #pragma omp parallel for schedule(static) if ((size_t)M * N >= 65536 && !omp_in_parallel())
@@ -354,13 +366,7 @@ int sf_gemm_prec_writes_bf16(void) { return on_bf16_kernels(); }
 void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
                            const float *B, const uint16_t *B16, const float *bias, uint16_t *C16) {
     SF_ASSERT(on_bf16_kernels(), "a product written in bf16 needs oneDNN's bf16 kernels");
-    const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
-    if (kernels_skipped) {
-        memset(C16, 0, (size_t)M * N * sizeof *C16);
-        return;
-    }
-    SF_ASSERT(sf_dnnl_gemm_bf16_bias_to_bf16(trans_a, trans_b, M, N, K, a, b, bias, C16) == 0,
-              "oneDNN has no bf16 matmul with a bias and a bf16 output here (%d x %d x %d)", M, N, K);
+    bias_on_bf16_kernels(trans_a, trans_b, M, N, K, A, A16, B, B16, bias, NULL, C16);
 }
 
 void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
