@@ -61,6 +61,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         if (s == 0) {
             sf_dnnl_stats(&r->prims_warmup, NULL);
             r->n_kernels_before = sf_dnnl_kernels(r->kernels_before, SF_DNNL_MAX_KERNELS);
+            sf_profile_reset();
         }
         g.training = 1;
         g.grad_enabled = 1;

@@ -107,5 +107,10 @@ check "viz writes a PNG" "$SFVIT" viz runs/full/best.safetensors "$img" -o heat.
 check "viz PNG header" test "$(head -c 8 heat.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
 check "viz PNG decodes" "$SFVIT" data check-image heat.png
 
+# ---- bench's op profile counts the timed steps, not the warm-up ----
+out=$(SFVIT_PROFILE=1 "$SFVIT" bench "$BASE" train.threads=1 --steps 3 --warmup 2 --no-infer 2>&1)
+check "profile: one cross_entropy call per timed step (3)" \
+  test "$(awk '$1 == "cross_entropy" { print $2 }' <<< "$out")" = 3
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
