@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integration tests of the sfvit command on real Fashion-MNIST data (a small subset):
 # config errors, training, resume equality, fine-tuning with a new head, the NaN stop with
-# the checkpoint intact, an ablation grid, eval, info, viz and data check.
+# the checkpoint intact, an ablation grid, eval, info, viz, data check and the op profile of
+# sfvit bench (SFVIT_PROFILE=1: the timed steps only).
 # Usage: test_cli.sh SFVIT_BINARY SOURCE_ROOT
 set -uo pipefail
 SFVIT=$(realpath "$1")
