@@ -33,6 +33,9 @@
  *    without bias, trained or frozen weight, in every precision; in bf16 the fused op keeps
  *    fc1's output in bf16 alone, so the two ops are compared with that output rounded before
  *    the GELU reads it (its forward and its backward), and it fails if either reads fp32.
+ * 9. sfvit bench --no-products (sf_products_skip): a skipped product leaves exactly beta C,
+ *    for outputs filled by the calling thread (small, or inside a parallel region) and over
+ *    the team (large), on fp32 products and bf16 ones on fp32 kernels.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -736,6 +739,52 @@ static void test_linear_gelu(void) {
     printf("  fc1 + GELU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
 }
 
+/* ---- 9. products skipped ---- */
+
+/* C (M x N) after one skipped product with this beta, from C = 1 + (i mod 7) and finite
+ * random operands; 1 where C is beta times its start, element for element. */
+static int skipped_product_leaves_beta_c(int M, int N, float beta) {
+    const int K = 16;
+    float *A = sf_malloc((size_t)M * K * sizeof *A), *B = sf_malloc((size_t)K * N * sizeof *B);
+    float *C = sf_malloc((size_t)M * N * sizeof *C);
+    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = 0.25f;
+    for (size_t i = 0; i < (size_t)K * N; i++) B[i] = 0.5f;
+    for (size_t i = 0; i < (size_t)M * N; i++) C[i] = 1.0f + (float)(i % 7);
+    sf_gemm_prec(0, 0, M, N, K, 1.0f, A, B, beta, C);
+    int ok = 1;
+    for (size_t i = 0; i < (size_t)M * N && ok; i++) ok = C[i] == beta * (1.0f + (float)(i % 7));
+    free(A);
+    free(B);
+    free(C);
+    return ok;
+}
+
+static void test_products_skipped(void) {
+    const float betas[] = {0.0f, 0.5f, 1.0f};
+    const struct {
+        sf_precision prec;
+        const char *name;
+    } precs[] = {{SF_PREC_FP32, "fp32"}, {SF_PREC_BF16_EMULATED, "bf16_emulated"}};
+    sf_products_skip(1);
+    for (size_t p = 0; p < sizeof precs / sizeof *precs; p++) {
+        sf_precision_set(precs[p].prec);
+        for (size_t b = 0; b < sizeof betas / sizeof *betas; b++) {
+            /* 40 x 30: one thread's fill; 600 x 500: shared out over the team */
+            CHECK(skipped_product_leaves_beta_c(40, 30, betas[b]), "%s: skipped 40x30 product, beta %g: C != beta C",
+                  precs[p].name, (double)betas[b]);
+            CHECK(skipped_product_leaves_beta_c(600, 500, betas[b]), "%s: skipped 600x500 product, beta %g: C != beta C",
+                  precs[p].name, (double)betas[b]);
+            int bad = 0;
+#pragma omp parallel reduction(+ : bad)
+            bad += !skipped_product_leaves_beta_c(600, 500, betas[b]); /* each thread its own C */
+            CHECK(bad == 0, "%s: skipped products inside a parallel region, beta %g: %d threads' C != beta C",
+                  precs[p].name, (double)betas[b], bad);
+        }
+    }
+    sf_products_skip(0);
+    sf_precision_set(SF_PREC_FP32);
+}
+
 int main(void) {
     sf_threads_init(0);
     test_conversion();
@@ -759,5 +808,6 @@ int main(void) {
     test_products_choice();
     test_sima_copies();
     test_linear_gelu();
+    test_products_skipped();
     return test_summary("bf16");
 }

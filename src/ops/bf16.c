@@ -237,13 +237,33 @@ static int kernels_skipped;
 
 void sf_products_skip(int on) { kernels_skipped = on; }
 
-static void skip_kernel(int M, int N, float beta, float *C) {
-    const size_t n = (size_t)M * N;
-    if (beta == 0.0f)
-        memset(C, 0, n * sizeof *C);
-    else if (beta != 1.0f)
-        for (size_t i = 0; i < n; i++) C[i] *= beta;
+/* C = beta C over elements lo..lo+m (bytes: the size of one element of C, 2 for a bf16
+ * output, which beta 0 only writes). */
+static void skip_span(void *C, size_t lo, size_t m, float beta, size_t bytes) {
+    if (beta == 0.0f) {
+        memset((char *)C + lo * bytes, 0, m * bytes);
+    } else {
+        float *c = (float *)C + lo;
+        for (size_t i = 0; i < m; i++) c[i] *= beta;
+    }
 }
+
+/* Shared out over the team as a kernel writes its C: done by one thread, the fill of the large
+ * outputs (DeiT-S's qkv rows: 7 MiB) was counted as work around the products that no real
+ * step does. Inside a parallel region (the attention ops' per-head products) the calling
+ * thread fills it, without opening a region of one. */
+static void skip_kernel_bytes(int M, int N, float beta, void *C, size_t bytes) {
+    const size_t n = (size_t)M * N, span = (size_t)1 << 14; /* elements a chunk */
+    if (beta == 1.0f) return;
+    if (n < BF16_OMP_MIN || omp_in_parallel()) {
+        skip_span(C, 0, n, beta, bytes);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t lo = 0; lo < n; lo += span) skip_span(C, lo, n - lo < span ? n - lo : span, beta, bytes);
+}
+
+static void skip_kernel(int M, int N, float beta, float *C) { skip_kernel_bytes(M, N, beta, C, sizeof *C); }
 
 static void f32_kernel(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B, float beta,
                        float *C) {
@@ -339,7 +359,7 @@ static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const floa
     const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
     if (kernels_skipped) {
         if (C16)
-            memset(C16, 0, (size_t)M * N * sizeof *C16);
+            skip_kernel_bytes(M, N, 0.0f, C16, sizeof *C16);
         else
             skip_kernel(M, N, 0.0f, C);
         return;
