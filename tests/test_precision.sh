@@ -8,6 +8,8 @@
 #   faster (train.bf16_products=auto), recorded in the run's config and kept on resume; on
 #   either kernels it resumes bit-exactly at equal threads.
 # - bad values are refused naming the key;
+# - with SFVIT_PACK_WEIGHTS=1 (weights packed in the kernels' layout) bf16 training gives the
+#   plain run's losses and final weights bit for bit, where native.
 # - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
 #   weights and moments), and differs from fp32 (the rounding is in effect);
 # - checkpoints interchange: an fp32 run resumed in bf16_emulated and a bf16_emulated run
@@ -98,6 +100,16 @@ else
     check "bf16 on $k kernels: resume gives the final weights and moments bit for bit" \
       test "$(tensor_bytes runs/nfull$k/last.safetensors)" = "$(tensor_bytes runs/npart$k/last.safetensors)"
   done
+  # Weights packed in the kernels' layout (SFVIT_PACK_WEIGHTS=1): the same training, bit for bit.
+  SFVIT_PACK_WEIGHTS=1 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=npacked train.epochs=2 train.precision=bf16 \
+    train.bf16_products=onednn > npacked.log 2>&1
+  check "SFVIT_PACK_WEIGHTS=1: the start line says the weights are packed" \
+    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), weights packed in their layout (SFVIT_PACK_WEIGHTS=1)" npacked.log
+  a=$(losses runs/nfullonednn/log.jsonl)
+  b=$(losses runs/npacked/log.jsonl)
+  check "SFVIT_PACK_WEIGHTS=1: the losses of the plain run step for step" test -n "$a" -a "$a" = "$b"
+  check "SFVIT_PACK_WEIGHTS=1: the final weights and moments bit for bit" \
+    test "$(tensor_bytes runs/nfullonednn/last.safetensors)" = "$(tensor_bytes runs/npacked/last.safetensors)"
 fi
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0

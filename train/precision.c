@@ -93,7 +93,8 @@ static void bf16_products_report(double bf16, double fp32) {
                chosen);
         return;
     }
-    printf("bf16 products: oneDNN's bf16 kernels (train.bf16_products=onednn%s)\n", chosen);
+    printf("bf16 products: oneDNN's bf16 kernels (train.bf16_products=onednn%s)%s\n", chosen,
+           sf_bf16_pack_weights_get() ? ", weights packed in their layout (SFVIT_PACK_WEIGHTS=1)" : "");
     if ((long)(bf16 + 0.5) < (long)(fp32 + 0.5)) /* as printed */
         sf_warn("bf16 products run slower than fp32 ones on this CPU (%.0f against %.0f GFLOP/s): "
                 "train.bf16_products=fp32 (or auto) computes them on fp32 kernels",
@@ -151,6 +152,7 @@ int sf_precision_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long
         found += (copies[i] = sf_bf16_weight_slot(ps->list[i].t)) != NULL;
     }
     sf_adamw_step_copies(ps, o, lr, t, copies);
+    if (found) sf_dnnl_weights_changed(); /* the copies hold the new weights: repack them */
     free(copies);
     return wanted > 0 && found == wanted;
 }

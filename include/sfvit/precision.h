@@ -85,7 +85,8 @@ void sf_bf16_round_into(const float *x, float *y, size_t n);
 struct sf_tensor;
 void sf_bf16_weights_refresh(struct sf_tensor *const *params, int n);
 /* The copy of w for the optimizer to write as it updates w (sf_adamw_step_copies), which then
- * stands for the next refresh; NULL when w has none. */
+ * stands for the next refresh; NULL when w has none. Whoever writes the copies then calls
+ * sf_dnnl_weights_changed, so that no product reads a packed copy of the old values. */
 uint16_t *sf_bf16_weight_slot(const struct sf_tensor *w);
 const uint16_t *sf_bf16_weight(const struct sf_tensor *w);
 void sf_bf16_weights_clear(void);
@@ -129,6 +130,22 @@ int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *
 /* The same, C16 written in bf16: each element the fp32 sum plus the bias, rounded once. */
 int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                                    const float *bias, uint16_t *C16);
+/* A product whose B is a weight's bf16 copy (the same for a whole step): B is read from a copy
+ * packed in the layout the kernel reads (oneDNN's blocked layout), made at its first product
+ * after sf_dnnl_weights_changed and kept for every product with that layout, instead of each
+ * product copying B into that layout again. bias: NULL or (N); C16: NULL (C fp32, beta C
+ * added) or C written in bf16 (beta 0). Calling thread only: not inside a parallel region. */
+int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16);
+/* The weights' bf16 copies were written (refreshed, updated, freed): every packed copy is stale. */
+void sf_dnnl_weights_changed(void);
+/* Weights packed so far (all threads): once per weight, layout and change of the weights. */
+long sf_dnnl_weights_packed(void);
+/* Whether bf16 products on oneDNN's kernels read the weights' copies packed
+ * (sf_dnnl_gemm_bf16_weight): SFVIT_PACK_WEIGHTS=1, off by default (two more copies of the
+ * weights; docs/precision.md); set overrides the environment. */
+void sf_bf16_pack_weights_set(int on);
+int sf_bf16_pack_weights_get(void);
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);

@@ -130,6 +130,7 @@ static shadow *shadows;
 static int n_shadows, cap_shadows;
 
 void sf_bf16_weights_clear(void) {
+    sf_dnnl_weights_changed();
     for (int i = 0; i < n_shadows; i++) free(shadows[i].h);
     free(shadows);
     shadows = NULL;
@@ -144,6 +145,7 @@ static int weights_copied(void) {
 }
 
 void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
+    sf_dnnl_weights_changed();
     if (!weights_copied()) {
         sf_bf16_weights_clear();
         return;
@@ -322,6 +324,32 @@ static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16
     return y;
 }
 
+/* SFVIT_PACK_WEIGHTS=1 (off by default): a product whose B16 is a weight's copy (constant
+ * until the weights change), run on the calling thread, reads it packed in the layout of
+ * oneDNN's kernel, packed once per step, instead of every product copying it into that
+ * layout. DeiT-S's linear products on Zen 5: 1.10-1.32x, the training step 3-7 %, but two
+ * more copies of the weights (+81 MiB for DeiT-S, and SOFT-Tiny's bf16 step then above its
+ * fp32 one), so it is a switch for measuring, not the default (docs/precision.md). Not inside
+ * a parallel region: the packed copies are the calling thread's. */
+static int pack_weights = -1;
+
+void sf_bf16_pack_weights_set(int on) { pack_weights = on; }
+
+int sf_bf16_pack_weights_get(void) {
+    if (pack_weights < 0) {
+        const char *e = getenv("SFVIT_PACK_WEIGHTS");
+        pack_weights = e && !strcmp(e, "1");
+    }
+    return pack_weights;
+}
+
+static int packable_weight(const uint16_t *B16) {
+    if (!sf_bf16_pack_weights_get() || omp_in_parallel()) return 0;
+    for (int i = 0; i < n_shadows; i++)
+        if (shadows[i].w && shadows[i].h == B16) return 1;
+    return 0;
+}
+
 /* Products on oneDNN's bf16 kernels: bf16 precision with train.bf16_products onednn. */
 static int on_bf16_kernels(void) { return precision == SF_PREC_BF16 && bf16_products == SF_BF16_PRODUCTS_ONEDNN; }
 
@@ -343,8 +371,9 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         return;
     }
     /* The command checked sf_dnnl_bf16_native before choosing bf16. */
-    SF_ASSERT(sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C) == 0,
-              "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
+    const int rc = packable_weight(b) ? sf_dnnl_gemm_bf16_weight(trans_a, trans_b, M, N, K, alpha, a, b, NULL, beta, C, NULL)
+                                      : sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C);
+    SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
 }
 
 /* On fp32 kernels (OpenBLAS has no epilogue) the bias is a pass of its own: every row of C
@@ -364,8 +393,9 @@ static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const floa
             skip_kernel(M, N, 0.0f, C);
         return;
     }
-    const int rc = C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
-                       : sf_dnnl_gemm_bf16_bias(ta, tb, M, N, K, a, b, bias, C);
+    const int rc = packable_weight(b)  ? sf_dnnl_gemm_bf16_weight(ta, tb, M, N, K, 1.0f, a, b, bias, 0.0f, C, C16)
+                   : C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
+                         : sf_dnnl_gemm_bf16_bias(ta, tb, M, N, K, a, b, bias, C);
     SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul with a bias and a %s output here (%d x %d x %d)",
               C16 ? "bf16" : "fp32", M, N, K);
 }

@@ -9,6 +9,10 @@
  * threads a product over the same OpenMP team as the rest of sfvit; inside a parallel region
  * it runs on the calling thread, so the cores are never oversubscribed.
  *
+ * A weight's product may read it packed in the kernel's own layout (sf_dnnl_gemm_bf16_weight,
+ * SFVIT_PACK_WEIGHTS=1): packed once per change of the weights, not copied into that layout
+ * by every product (docs/precision.md).
+ *
  * Which kernel oneDNN picked is counted per implementation name and data type (sf_dnnl_kernels):
  * a product that lands on oneDNN's reference kernel ("ref:any", 10-100x slower than a jit one,
  * taken when no optimized kernel supports a shape, layout or post-op) is reported by name when
@@ -60,11 +64,27 @@ typedef struct {
     float alpha, beta;
     int bias; /* a (1 x N) bias added to every row in the product's epilogue */
     dnnl_data_type_t cdt; /* C's type: f32, or bf16 for an output kept in bf16 alone */
+    int packed_b; /* B is a weight, read from its copy in the kernel's own layout (packed_md) */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c, scratch, bm; /* scratch, bm: NULL when the primitive needs none */
     size_t scratch_bytes;
     sf_dnnl_kernel *kernel; /* the row counting this primitive's products */
+    dnnl_memory_desc_t packed_md;  /* packed_b: B's layout, as the kernel chose it */
+    dnnl_primitive_t pack;         /* packed_b: B (plain, in e->b) -> packed_md */
 } entry;
+
+/* Weights packed in a kernel's layout: one copy per (weight, transposed or not, layout), shared
+ * by every primitive that reads it so (a layer's products at several batch sizes), made again
+ * after the weights change (the generation, sf_dnnl_weights_changed). Per thread, as the
+ * primitives. */
+typedef struct {
+    const void *src; /* the weight's plain bf16 copy */
+    int tb;          /* read transposed (a square weight packs the same layout both ways) */
+    long gen;        /* weights_generation when packed */
+    dnnl_memory_desc_t md;
+    dnnl_memory_t mem; /* owns the packed bytes */
+} packed_weight;
+static long weights_generation, n_packed; /* atomics */
 
 #define CACHE_SIZE 128 /* per thread; a model uses a few dozen distinct products */
 /* Allocated on first use: a large static thread-local array would move the heap of every
@@ -77,6 +97,8 @@ static __thread dnnl_stream_t stream;
  * 64 products, more than its whole bf16 saving on activations. */
 static __thread void *scratchpad;
 static __thread size_t scratchpad_bytes;
+static __thread packed_weight *packs;
+static __thread int n_packs;
 /* sf_dnnl_cache_reset counts up; a thread whose cache is older empties it at its next lookup
  * (the caches are per thread, so no thread can empty another's). */
 static long generation;
@@ -89,7 +111,19 @@ static void entry_destroy(entry *e) {
     dnnl_memory_destroy(e->c);
     if (e->scratch) dnnl_memory_destroy(e->scratch);
     if (e->bm) dnnl_memory_destroy(e->bm);
+    if (e->pack) dnnl_primitive_destroy(e->pack);
 }
+
+static void packs_free(void) {
+    for (int i = 0; i < n_packs; i++) dnnl_memory_destroy(packs[i].mem);
+    free(packs);
+    packs = NULL;
+    n_packs = 0;
+}
+
+void sf_dnnl_weights_changed(void) { __atomic_add_fetch(&weights_generation, 1, __ATOMIC_RELAXED); }
+
+long sf_dnnl_weights_packed(void) { return __atomic_load_n(&n_packed, __ATOMIC_RELAXED); }
 
 /* The calling thread empties its own cache at once, with its scratchpad: after the kernels
  * probe, a run on fp32 kernels never looks up again, and the probe's primitives and buffers
@@ -99,6 +133,7 @@ void sf_dnnl_cache_reset(void) {
     cache_generation = __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
     cache_n = cache_next = 0;
+    packs_free();
     free(scratchpad);
     scratchpad = NULL;
     scratchpad_bytes = 0;
@@ -158,17 +193,18 @@ void sf_dnnl_set_slow_pattern(const char *pattern) {
 /* Logical A (M, K), B (K, N), C (M, N) over row-major storage; a transposed operand is
  * stored the other way round, which the strides say. */
 static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, float alpha,
-                     float beta, int bias, dnnl_data_type_t cdt) {
+                     float beta, int bias, dnnl_data_type_t cdt, int packed_b) {
     const long gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
     if (cache_generation != gen) {
         for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
         cache_n = cache_next = 0;
+        packs_free();
         cache_generation = gen;
     }
     for (int i = 0; i < cache_n; i++) {
         entry *e = &cache[i];
         if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->dt == dt &&
-            e->alpha == alpha && e->beta == beta && e->bias == bias && e->cdt == cdt)
+            e->alpha == alpha && e->beta == beta && e->bias == bias && e->cdt == cdt && e->packed_b == packed_b)
             return e;
     }
     if (!sf_dnnl_available()) return NULL;
@@ -183,8 +219,12 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
         dnnl_memory_desc_init_by_strides(&cd, 2, cdims, cdt, cs) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&biasd, 2, biasdims, dnnl_f32, cs) != dnnl_success)
         return NULL;
+    /* a packed B: the kernel picks its layout (format any) */
+    dnnl_memory_desc_t bany;
+    if (packed_b && dnnl_memory_desc_init_by_tag(&bany, 2, bdims, dt, dnnl_format_tag_any) != dnnl_success) return NULL;
     dnnl_matmul_desc_t md;
-    if (dnnl_matmul_desc_init(&md, &ad, &bd, bias ? &biasd : NULL, &cd) != dnnl_success) return NULL;
+    if (dnnl_matmul_desc_init(&md, &ad, packed_b ? &bany : &bd, bias ? &biasd : NULL, &cd) != dnnl_success)
+        return NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -202,7 +242,17 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     if (ok && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl))
         impl = "?";
     sf_dnnl_kernel *kernel = ok ? kernel_row(impl, dt, ta, tb, M, N, K) : NULL;
-    dnnl_memory_desc_t sd = {0};
+    dnnl_memory_desc_t sd = {0}, packed_md = {0};
+    dnnl_primitive_t pack = NULL;
+    if (ok && packed_b) { /* B's layout as the kernel chose it, and the reorder into it */
+        const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        dnnl_primitive_desc_t rpd = NULL;
+        if (q) packed_md = *q;
+        ok = q && dnnl_reorder_primitive_desc_create(&rpd, &bd, engine, &packed_md, engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&pack, rpd) == dnnl_success;
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+        if (!ok) dnnl_primitive_destroy(prim);
+    }
     size_t scratch_bytes = 0;
     if (ok) {
         const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -225,7 +275,9 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
         cache_next = (cache_next + 1) % CACHE_SIZE;
         entry_destroy(e);
     }
-    *e = (entry){ta, tb, M, N, K, dt, alpha, beta, bias, cdt, prim, NULL, NULL, NULL, NULL, NULL, scratch_bytes, kernel};
+    *e = (entry){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .dt = dt, .alpha = alpha, .beta = beta, .bias = bias,
+                 .cdt = cdt, .packed_b = packed_b, .prim = prim, .scratch_bytes = scratch_bytes, .kernel = kernel,
+                 .packed_md = packed_md, .pack = pack};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -235,15 +287,52 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     return e;
 }
 
-static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt,
-               const void *A, const void *B, const float *bias, float beta, void *C, dnnl_data_type_t cdt) {
+/* The copy of weight B in e's packed layout, packed now if it has none of this generation:
+ * an existing one of B, else a stale one of that layout (its memory reused), else a new one. */
+static dnnl_memory_t packed_b(entry *e, const void *B) {
+    const long gen = __atomic_load_n(&weights_generation, __ATOMIC_RELAXED);
+    packed_weight *w = NULL, *stale = NULL;
+    for (int i = 0; i < n_packs && !w; i++) {
+        if (packs[i].tb != e->tb || !dnnl_memory_desc_equal(&packs[i].md, &e->packed_md)) continue;
+        if (packs[i].src == B) w = &packs[i];
+        else if (packs[i].gen != gen && !stale) stale = &packs[i];
+    }
+    if (!w && stale) {
+        w = stale;
+        w->src = B;
+        w->gen = gen - 1;
+    }
+    if (!w) {
+        packs = sf_realloc(packs, (size_t)(n_packs + 1) * sizeof *packs);
+        w = &packs[n_packs++];
+        *w = (packed_weight){.src = B, .tb = e->tb, .gen = gen - 1, .md = e->packed_md};
+        SF_ASSERT(dnnl_memory_create(&w->mem, &w->md, engine, DNNL_MEMORY_ALLOCATE) == dnnl_success,
+                  "oneDNN: cannot allocate a packed weight (%d x %d)", e->K, e->N);
+    }
+    if (w->gen != gen) {
+        dnnl_memory_set_data_handle(e->b, (void *)B);
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, e->b}, {DNNL_ARG_TO, w->mem}};
+        if (dnnl_primitive_execute(e->pack, stream, 2, args) != dnnl_success || dnnl_stream_wait(stream) != dnnl_success)
+            SF_ASSERT(0, "oneDNN: packing a weight (%d x %d) failed", e->K, e->N);
+        w->gen = gen;
+        __atomic_add_fetch(&n_packed, 1, __ATOMIC_RELAXED);
+    }
+    return w->mem;
+}
+
+static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt, const void *A, const void *B,
+               int b_weight, const float *bias, float beta, void *C, dnnl_data_type_t cdt) {
     if (M <= 0 || N <= 0) return 0;
-    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta, bias != NULL, cdt);
+    entry *e = lookup(ta, tb, M, N, K, dt, alpha, beta, bias != NULL, cdt, b_weight);
     if (!e) return -1;
     dnnl_memory_set_data_handle(e->a, (void *)A);
-    dnnl_memory_set_data_handle(e->b, (void *)B);
+    dnnl_memory_t b = e->b;
+    if (e->packed_b)
+        b = packed_b(e, B);
+    else
+        dnnl_memory_set_data_handle(e->b, (void *)B);
     dnnl_memory_set_data_handle(e->c, C);
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, e->c}};
     int n_args = 3;
     if (bias) {
         dnnl_memory_set_data_handle(e->bm, (void *)bias);
@@ -269,22 +358,28 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
 
 int sf_dnnl_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      const float *B, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, NULL, beta, C, dnnl_f32);
+    return run(ta, tb, M, N, K, alpha, dnnl_f32, A, B, 0, NULL, beta, C, dnnl_f32);
 }
 
 int sf_dnnl_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
                       const uint16_t *B16, float beta, float *C) {
-    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, NULL, beta, C, dnnl_f32);
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, B16, 0, NULL, beta, C, dnnl_f32);
 }
 
 int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                            const float *bias, float *C) {
-    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C, dnnl_f32);
+    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, 0, bias, 0.0f, C, dnnl_f32);
 }
 
 int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                                    const float *bias, uint16_t *C16) {
-    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, bias, 0.0f, C16, dnnl_bf16);
+    return run(ta, tb, M, N, K, 1.0f, dnnl_bf16, A16, B16, 0, bias, 0.0f, C16, dnnl_bf16);
+}
+
+int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16) {
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, W16, 1, bias, beta, C16 ? (void *)C16 : (void *)C,
+               C16 ? dnnl_bf16 : dnnl_f32);
 }
 
 void sf_dnnl_stats(long *created, long *executed) {
@@ -428,6 +523,14 @@ int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const ui
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A16, (void)B16, (void)bias, (void)C16;
     return -1;
 }
+int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
+                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)W16, (void)bias, (void)beta,
+        (void)C, (void)C16;
+    return -1;
+}
+void sf_dnnl_weights_changed(void) {}
+long sf_dnnl_weights_packed(void) { return 0; }
 void sf_dnnl_cache_reset(void) {}
 size_t sf_dnnl_release_code(void) { return 0; }
 int sf_dnnl_kernels(sf_dnnl_kernel *out, int max) {
