@@ -327,8 +327,8 @@ static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16
 /* SFVIT_PACK_WEIGHTS=1 (off by default): a product whose B16 is a weight's copy (constant
  * until the weights change), run on the calling thread, reads it packed in the layout of
  * oneDNN's kernel, packed once per step, instead of every product copying it into that
- * layout. DeiT-S's linear products on Zen 5: 1.10-1.32x, the training step 3-7 %, but two
- * more copies of the weights (+81 MiB for DeiT-S, and SOFT-Tiny's bf16 step then above its
+ * layout. DeiT-S's linear products on Zen 5: 1.10-1.29x, the training step 4-9 %, but two
+ * more copies of the weights (+84 MiB for DeiT-S, and SOFT-Tiny's bf16 step then above its
  * fp32 one), so it is a switch for measuring, not the default (docs/precision.md). Not inside
  * a parallel region: the packed copies are the calling thread's. */
 static int pack_weights = -1;
