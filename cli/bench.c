@@ -41,6 +41,7 @@ typedef struct bench_result {
     double arena_estimate; /* the same as estimated before the first step (train/memory.c) */
     double train_rss;   /* MiB, process peak after the training steps */
     long prims_warmup, prims_total, dnnl_runs; /* oneDNN primitives created, products run */
+    long packed; /* of those products, the ones that packed their weight from fp32 */
     /* oneDNN's kernels at the first timed step and after the last */
     sf_dnnl_kernel kernels_before[SF_DNNL_MAX_KERNELS], kernels_after[SF_DNNL_MAX_KERNELS];
     int n_kernels_before, n_kernels_after;
@@ -56,6 +57,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     sf_params_zero_grad(ps);
     long prims_before, runs_before; /* the memory probe's, not counted */
     sf_dnnl_stats(&prims_before, &runs_before);
+    const long packed_before = sf_dnnl_weights_packed();
     int copies_current = 0; /* bf16: the last update wrote the weights' copies, as in the trainer */
     for (int s = -warmup; s < steps; s++) {
         if (s == 0) {
@@ -89,6 +91,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->prims_warmup -= prims_before;
     r->prims_total -= prims_before;
     r->dnnl_runs -= runs_before;
+    r->packed = sf_dnnl_weights_packed() - packed_before;
     sf_precision_weights_refresh(ps); /* bf16: once for every batch, as sfvit eval does */
     for (int s = -warmup; s < steps && infer; s++) {
         g.training = 0;
@@ -187,9 +190,10 @@ static void bench_report(const sf_config *cfg, const bench_result *r, int thread
     printf("  activation arena peak %.1f MiB (estimated before the first step: %.1f MiB), parameters %.1f MiB (x4 "
            "with grads and moments)\n",
            r->arena_peak / 1048576.0, r->arena_estimate / 1048576.0, param_floats * 4.0 / 1048576.0);
-    if (r->dnnl_runs > 0)
-        printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run)\n",
-               r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs);
+    if (r->dnnl_runs > 0 || r->packed > 0) /* --no-products still packs (the work around a product) */
+        printf("  oneDNN: %ld primitives created in the warm-up steps, %ld more in the timed steps (%ld products run, "
+               "%ld of them on a weight packed from fp32)\n",
+               r->prims_warmup, r->prims_total - r->prims_warmup, r->dnnl_runs, r->packed);
     bench_report_kernels(r);
     if (bf16_peak > 0)
         printf("  bf16 product ceiling (%d x %d x %d, oneDNN): %.1f GFLOP/s%s\n", rows, hidden, width, bf16_peak,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sfvit/precision.h"
 
 
 static void usage(FILE *f) {
@@ -52,8 +53,15 @@ static int check_gemm_env(void) {
     return -1;
 }
 
+static int check_pack_env(void) {
+    const char *e = getenv("SFVIT_PACK_WEIGHTS");
+    if (sf_bf16_pack_weights_parse(e) >= 0) return 0;
+    sf_error("SFVIT_PACK_WEIGHTS=%s: expected 1 (pack, the default) or 0 (read bf16 copies), or unset", e);
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    if (check_gemm_env() != 0) return 2;
+    if (check_gemm_env() != 0 || check_pack_env() != 0) return 2;
     choose_omp_wait_policy(argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);

@@ -372,6 +372,16 @@ static void test_weight_refresh(void) {
     in[1]->data[0] += 1.0f;
     sf_bf16_weights_refresh(in, 3);
     CHECK(sf_f32_from_bf16(sf_bf16_weight(in[1])[0]) == sf_bf16_round(in[1]->data[0]), "refresh converts the new value");
+    /* a copy is made when a product first asks for it (on oneDNN's kernels a linear layer's
+     * products never do: they pack the weight from fp32), from the values of that moment */
+    sf_bf16_weights_clear();
+    sf_bf16_weights_refresh(in, 3);
+    CHECK(sf_bf16_weight_registered(in[1]) && sf_bf16_weight_slot(in[1]) == NULL,
+          "refresh registers a weight and makes no copy until one is asked for");
+    in[1]->data[0] += 1.0f;
+    const uint16_t *made = sf_bf16_weight(in[1]);
+    CHECK(made && made == sf_bf16_weight_slot(in[1]) && sf_f32_from_bf16(made[0]) == sf_bf16_round(in[1]->data[0]),
+          "a copy asked for after a change holds the new value, and is the optimizer's slot");
     /* bf16 on fp32 kernels rounds each weight into its product's buffer: no copies, and
      * none left over from oneDNN's kernels (stale after the next update) */
     sf_precision_set(SF_PREC_BF16);

@@ -9,8 +9,9 @@
  * emulation), the same way, and a bias product of a shape first run without one gets its own
  * primitive (the bias is added). Its bf16 output (sf_gemm_prec_bias_w16, an MLP's fc1 in bf16)
  * is the emulation's sum rounded once, within the same bound plus half a bf16 step. With
- * weights packed in the kernels' layout (SFVIT_PACK_WEIGHTS=1), a linear layer's products give
- * the plain ones' bits, packed once per layout and change of the weights, never stale.
+ * its weight packed from fp32 for each product (the default), a linear layer's products give
+ * the bits of those reading the weight's bf16 copy (SFVIT_PACK_WEIGHTS=0), without the copy,
+ * and follow the weight as it changes.
  * Skipped (exit 77) with the reason where oneDNN has no native
  * bf16 (AVX2-only CPUs such as Zen 3, AVX-512 without BF16, no oneDNN). */
 #include "test_gemm_dnnl_common.h"
@@ -83,7 +84,7 @@ static void test_bias(void) {
             }
 }
 
-/* ---- weights packed in the kernels' layout (SFVIT_PACK_WEIGHTS=1) ---- */
+/* ---- weights packed in the kernels' layout (SFVIT_PACK_WEIGHTS, default 1) ---- */
 
 typedef struct {
     float *y, *dx, *dw, *db;
@@ -122,11 +123,12 @@ static void free_run(linear_run r) {
     free(r.y), free(r.dx), free(r.dw), free(r.db);
 }
 
-/* A linear layer's products with the weight packed: the bits of the plain products (the same
- * kernel reads the same numbers), packed once per change of the weights and never read
- * stale: after a refresh, and after the optimizer writes the copies and says so. */
+/* A linear layer's products with the weight packed from fp32 for each product of 1024 rows or
+ * more (the default): the bits of the products reading its bf16 copy (the same kernel reads the
+ * same numbers), one packing per product, no bf16 copy of the weight made, and the weight's
+ * current values read whenever it changes, with nothing told. Fewer rows read the copy. */
 static void test_packed_weights(int I, int O) {
-    enum { R = 197 };
+    enum { R = 1100 };
     sf_rng r;
     sf_rng_seed(&r, 9);
     sf_ctx keep;
@@ -143,61 +145,76 @@ static void test_packed_weights(int I, int O) {
     const size_t ny = (size_t)R * O;
     sf_precision_set(SF_PREC_BF16);
     sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
-    sf_bf16_weights_refresh(params, 3);
 
+    sf_bf16_weights_refresh(params, 3);
     sf_bf16_pack_weights_set(0);
     long before = sf_dnnl_weights_packed();
     linear_run plain = run_linear(x, w, b, R, seed);
     CHECK(sf_dnnl_weights_packed() == before, "packing off: %ld weights packed", sf_dnnl_weights_packed() - before);
-    sf_bf16_pack_weights_set(1);
-    before = sf_dnnl_weights_packed();
-    linear_run packed = run_linear(x, w, b, R, seed);
-    const long first = sf_dnnl_weights_packed() - before;
-    CHECK(first == 2, "%dx%d: a layer's forward and dx products: %ld weights packed, expected 2 (one per layout)", O, I,
-          first);
-    CHECK(same_run(packed, plain, ny, x->numel, w->numel, O), "%dx%d: packed weights: not the plain products' bits", O,
-          I);
-    free_run(packed);
-    packed = run_linear(x, w, b, R, seed);
-    CHECK(sf_dnnl_weights_packed() - before == first, "the same weights packed again: %ld packings",
-          sf_dnnl_weights_packed() - before);
-    CHECK(same_run(packed, plain, ny, x->numel, w->numel, O), "packed weights reused: not the plain products' bits");
-    free_run(packed);
-    /* fewer rows (another primitive) read the same packed copy where its layout is the same */
-    sf_bf16_pack_weights_set(0);
-    linear_run plain_short = run_linear(x, w, b, R - 100, seed);
-    sf_bf16_pack_weights_set(1);
-    linear_run packed_short = run_linear(x, w, b, R - 100, seed);
-    CHECK(same_run(packed_short, plain_short, (size_t)(R - 100) * O, x->numel, w->numel, O),
-          "packed weights, fewer rows: not the plain products' bits");
-    free_run(plain_short), free_run(packed_short);
+    CHECK(sf_bf16_weight_slot(w) != NULL, "packing off: the products made no bf16 copy of the weight");
 
-    /* new weights through a refresh, then through the optimizer's copies: never the old packing */
-    for (int route = 0; route < 2; route++) {
-        for (size_t i = 0; i < w->numel; i++) w->data[i] = -0.5f * w->data[i] + 0.01f * (float)(i % 5);
-        if (route == 0) {
-            sf_bf16_weights_refresh(params, 3);
-        } else {
-            uint16_t *copy = sf_bf16_weight_slot(w);
-            CHECK(copy != NULL, "no bf16 copy of the weight to write");
-            if (!copy) break;
-            sf_bf16_convert(w->data, copy, w->numel);
-            sf_dnnl_weights_changed();
-        }
-        sf_bf16_pack_weights_set(0);
-        linear_run now = run_linear(x, w, b, R, seed);
-        sf_bf16_pack_weights_set(1);
+    sf_bf16_weights_clear();
+    sf_bf16_weights_refresh(params, 3);
+    sf_bf16_pack_weights_set(1);
+    for (int round = 0; round < 2; round++) {
         before = sf_dnnl_weights_packed();
-        packed = run_linear(x, w, b, R, seed);
-        CHECK(sf_dnnl_weights_packed() - before == 2, "%s: %ld weights packed, expected 2",
-              route ? "optimizer's copies" : "refresh", sf_dnnl_weights_packed() - before);
-        CHECK(!same_floats(now.y, plain.y, ny), "%s: the new weights give the old output", route ? "optimizer" : "refresh");
-        CHECK(same_run(packed, now, ny, x->numel, w->numel, O), "%s: packed products read the old weights",
-              route ? "optimizer's copies" : "refresh");
-        free_run(now), free_run(packed);
+        linear_run packed = run_linear(x, w, b, R, seed);
+        CHECK(sf_dnnl_weights_packed() - before == 2, "%dx%d round %d: forward and dx: %ld weights packed, expected 2",
+              O, I, round, sf_dnnl_weights_packed() - before);
+        CHECK(same_run(packed, plain, ny, x->numel, w->numel, O),
+              "%dx%d round %d: packed weights: not the bits of the products on the bf16 copy", O, I, round);
+        free_run(packed);
     }
-    free_run(plain);
+    CHECK(sf_bf16_weight_slot(w) == NULL && sf_bf16_weight_registered(w),
+          "packing: a bf16 copy of the weight was made (or the weight is not registered)");
+    /* fewer rows: another primitive, another packing, the same bits; below 1024 rows none, the
+     * products read the weight's copy */
+    for (int rows = 1024; rows > 0; rows -= 1024 - 197) {
+        sf_bf16_pack_weights_set(0);
+        linear_run plain_short = run_linear(x, w, b, rows, seed);
+        sf_bf16_pack_weights_set(1);
+        sf_bf16_weights_clear();
+        sf_bf16_weights_refresh(params, 3);
+        before = sf_dnnl_weights_packed();
+        linear_run packed_short = run_linear(x, w, b, rows, seed);
+        const long expected = rows >= 1024 ? 2 : 0;
+        CHECK(sf_dnnl_weights_packed() - before == expected, "%d rows: %ld weights packed, expected %ld", rows,
+              sf_dnnl_weights_packed() - before, expected);
+        CHECK((sf_bf16_weight_slot(w) != NULL) == (expected == 0), "%d rows: a bf16 copy of the weight %s", rows,
+              expected ? "was made" : "was not made");
+        CHECK(same_run(packed_short, plain_short, (size_t)rows * O, x->numel, w->numel, O),
+              "packed weights, %d rows: not the plain products' bits", rows);
+        free_run(plain_short), free_run(packed_short);
+    }
+
+    /* every form of the product (bias into fp32 or bf16, none with beta 0 or 1, W or W^T) */
+    float *C0 = malloc(ny * sizeof *C0), *C1 = malloc(ny * sizeof *C1), *dx0 = malloc(x->numel * sizeof *dx0),
+          *dx1 = malloc(x->numel * sizeof *dx1);
+    uint16_t *h0 = malloc(ny * sizeof *h0), *h1 = malloc(ny * sizeof *h1);
+    for (int packing = 0; packing < 2; packing++) {
+        sf_bf16_pack_weights_set(packing);
+        float *C = packing ? C1 : C0, *dx = packing ? dx1 : dx0;
+        uint16_t *h = packing ? h1 : h0;
+        sf_gemm_prec_weight(0, 1, R, O, I, 1.0f, x->data, NULL, w, b->data, 0.0f, NULL, h);
+        sf_gemm_prec_weight(0, 1, R, O, I, 0.5f, x->data, NULL, w, NULL, 0.0f, C, NULL);
+        for (size_t i = 0; i < x->numel; i++) dx[i] = 0.25f * (float)(i % 7);
+        sf_gemm_prec_weight(0, 0, R, I, O, 1.0f, seed, NULL, w, NULL, 1.0f, dx, NULL);
+    }
+    CHECK(!memcmp(h0, h1, ny * sizeof *h0), "packed weight, bias product written in bf16: not the plain bits");
+    CHECK(same_floats(C0, C1, ny), "packed weight, alpha 0.5 without a bias: not the plain bits");
+    CHECK(same_floats(dx0, dx1, x->numel), "packed weight, W added to C (beta 1): not the plain bits");
+    free(C0), free(C1), free(dx0), free(dx1), free(h0), free(h1);
+
+    /* new weights, nothing told: the packed products read them (the plain ones need a refresh) */
+    for (size_t i = 0; i < w->numel; i++) w->data[i] = -0.5f * w->data[i] + 0.01f * (float)(i % 5);
+    linear_run packed = run_linear(x, w, b, R, seed);
     sf_bf16_pack_weights_set(0);
+    sf_bf16_weights_refresh(params, 3);
+    linear_run now = run_linear(x, w, b, R, seed);
+    CHECK(!same_floats(now.y, plain.y, ny), "the new weights give the old output");
+    CHECK(same_run(packed, now, ny, x->numel, w->numel, O), "new weights: packed products read the old weights");
+    free_run(now), free_run(packed), free_run(plain);
+    sf_bf16_pack_weights_set(1);
     sf_bf16_weights_clear();
     sf_precision_set(SF_PREC_FP32);
     free(seed);

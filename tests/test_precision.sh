@@ -8,8 +8,9 @@
 #   faster (train.bf16_products=auto), recorded in the run's config and kept on resume; on
 #   either kernels it resumes bit-exactly at equal threads.
 # - bad values are refused naming the key;
-# - with SFVIT_PACK_WEIGHTS=1 (weights packed in the kernels' layout) bf16 training gives the
-#   plain run's losses and final weights bit for bit, where native.
+# - bf16 training with the linear weights packed from fp32 (the default) gives the losses and
+#   final weights of SFVIT_PACK_WEIGHTS=0 (bf16 copies) bit for bit, where native; any other
+#   value of the variable is refused by name.
 # - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
 #   weights and moments), and differs from fp32 (the rounding is in effect);
 # - checkpoints interchange: an fp32 run resumed in bf16_emulated and a bf16_emulated run
@@ -100,17 +101,24 @@ else
     check "bf16 on $k kernels: resume gives the final weights and moments bit for bit" \
       test "$(tensor_bytes runs/nfull$k/last.safetensors)" = "$(tensor_bytes runs/npart$k/last.safetensors)"
   done
-  # Weights packed in the kernels' layout (SFVIT_PACK_WEIGHTS=1): the same training, bit for bit.
-  SFVIT_PACK_WEIGHTS=1 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=npacked train.epochs=2 train.precision=bf16 \
-    train.bf16_products=onednn > npacked.log 2>&1
-  check "SFVIT_PACK_WEIGHTS=1: the start line says the weights are packed" \
-    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), weights packed in their layout (SFVIT_PACK_WEIGHTS=1)" npacked.log
+  # Linear weights packed from fp32 for each product (the default) against products reading
+  # bf16 copies (SFVIT_PACK_WEIGHTS=0): the same training, bit for bit.
+  check "the start line says the linear weights are packed" \
+    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights packed from fp32 for products of 1024 rows or more" nfullonednn.log
+  SFVIT_PACK_WEIGHTS=0 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=ncopies train.epochs=2 train.precision=bf16 \
+    train.bf16_products=onednn > ncopies.log 2>&1
+  check "SFVIT_PACK_WEIGHTS=0: the start line says the weights are read from bf16 copies" \
+    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights read from bf16 copies (SFVIT_PACK_WEIGHTS=0)" ncopies.log
   a=$(losses runs/nfullonednn/log.jsonl)
-  b=$(losses runs/npacked/log.jsonl)
-  check "SFVIT_PACK_WEIGHTS=1: the losses of the plain run step for step" test -n "$a" -a "$a" = "$b"
-  check "SFVIT_PACK_WEIGHTS=1: the final weights and moments bit for bit" \
-    test "$(tensor_bytes runs/nfullonednn/last.safetensors)" = "$(tensor_bytes runs/npacked/last.safetensors)"
+  b=$(losses runs/ncopies/log.jsonl)
+  check "SFVIT_PACK_WEIGHTS=0: the losses of the packed run step for step" test -n "$a" -a "$a" = "$b"
+  check "SFVIT_PACK_WEIGHTS=0: the final weights and moments bit for bit" \
+    test "$(tensor_bytes runs/nfullonednn/last.safetensors)" = "$(tensor_bytes runs/ncopies/last.safetensors)"
 fi
+out=$(SFVIT_PACK_WEIGHTS=yes "$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=bf16_emulated 2>&1); rc=$?
+check "SFVIT_PACK_WEIGHTS=yes refused before starting (exit 2)" test $rc -eq 2
+check "SFVIT_PACK_WEIGHTS=yes: the message names the variable and its values" \
+  grep -q "SFVIT_PACK_WEIGHTS=yes: expected 1 .* or 0" <<< "$out"
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
 check "unknown precision names the key and the choices" grep -q "train.precision.*bf16_emulated" <<< "$out"
@@ -211,10 +219,28 @@ if ! grep -q "oneDNN: not built in" <<< "$info"; then
     check "bench in bf16 names the bf16 kernels of its steps" \
       bash -c 'test $2 -eq 0 && grep -q "oneDNN kernels in the timed steps: [^ ]* bf16 [0-9]* products" <<< "$1"' _ "$out" $rc
     check "no bf16 product on oneDNN's reference kernel" bash -c '! grep -q "SLOW\|no optimized kernel" <<< "$1"' _ "$out"
+    # batch 8 x 17 tokens: 136 rows, below the 1024 rows from which a product packs its weight;
+    # batch 64: 1088 rows, the linear layers' products pack (SFVIT_PACK_WEIGHTS=0: none does)
+    check "bench, products of 136 rows: none packs its weight" \
+      grep -q "products run, 0 of them on a weight packed from fp32" <<< "$out"
+    for pw in 1 0; do
+      out=$(SFVIT_PACK_WEIGHTS=$pw "$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=onednn \
+            train.batch_size=64 --steps 1 --warmup 1 --no-infer 2>&1)
+      n=$(sed -n 's/.*products run, \([0-9]*\) of them on a weight packed from fp32.*/\1/p' <<< "$out")
+      if [ $pw -eq 1 ]; then
+        check "bench, products of 1088 rows: the linear layers pack their weights ($n packed)" test "${n:-0}" -gt 0
+      else
+        check "bench with SFVIT_PACK_WEIGHTS=0: no weight packed" test "$n" = 0
+      fi
+    done
     out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=onednn train.batch_size=8 --steps 1 --warmup 1 \
           --no-infer --no-products 2>&1); rc=$?
     check "bf16 --no-products: no bf16 product ran in oneDNN's kernels, and the bf16 rate is named" \
       bash -c 'test $2 -eq 0 && ! grep -q "oneDNN kernels in the timed steps" <<< "$1" && grep -q "ms at the bf16 ceiling$" <<< "$1"' _ "$out" $rc
+    out=$("$SFVIT" bench "$BASE" train.precision=bf16 train.bf16_products=onednn train.batch_size=64 --steps 1 --warmup 1 \
+          --no-infer --no-products 2>&1); rc=$?
+    check "bf16 --no-products at 1088 rows: the weights are still packed, no product runs" \
+      bash -c 'test $2 -eq 0 && grep -q "(0 products run, [1-9][0-9]* of them on a weight packed from fp32)" <<< "$1" && ! grep -q "oneDNN kernels in the timed steps" <<< "$1"' _ "$out" $rc
   fi
 fi
 out=$("$SFVIT" ablate "$BASE" "${COMMON[@]}" train.name=grid train.max_steps=3 train.precision=fp32,bf16_emulated 2>&1); rc=$?

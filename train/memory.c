@@ -27,7 +27,11 @@
 
 /* Peak bytes of the activation arena over one training step (train) or one evaluation
  * forward (!train) of n random images. */
-static double probe_peak(sf_model *m, const sf_model_cfg *mc, int n, int train) {
+static double probe_peak(sf_model *m, sf_params *ps, const sf_model_cfg *mc, int n, int train) {
+    /* bf16: only the weights' copies a step of n images asks for, as the run's step would
+     * (those of a smaller step's products would stay, next to this step's activations) */
+    sf_bf16_weights_clear();
+    sf_precision_weights_refresh(ps);
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.training = train;
@@ -92,17 +96,18 @@ void sf_memory_probe(sf_model *m, sf_params *ps, const sf_model_cfg *mc, int mic
                      sf_memory_need *eval) {
     float *saved = sf_malloc((buffers_copy(ps, NULL, 0) + 1) * sizeof(float));
     buffers_copy(ps, saved, 0);
-    sf_precision_weights_refresh(ps);
     const int n = probe_images(micro_batch);
-    const double at_n = probe_peak(m, mc, n, 1), at_2n = probe_peak(m, mc, 2 * n, 1);
+    const double at_n = probe_peak(m, ps, mc, n, 1), at_2n = probe_peak(m, ps, mc, 2 * n, 1);
     add_line(train, n, at_n, at_2n);
     if (eval) {
-        const double at_2 = probe_peak(m, mc, 2, 0), at_4 = probe_peak(m, mc, 4, 0);
+        const double at_2 = probe_peak(m, ps, mc, 2, 0), at_4 = probe_peak(m, ps, mc, 4, 0);
         add_line(eval, 2, at_2, at_4);
     }
     buffers_copy(ps, saved, 1);
     free(saved);
     sf_params_zero_grad(ps);
+    /* the run makes its own copies (kept, a probe's would be updated by the optimizer all run) */
+    sf_bf16_weights_clear();
     sf_dnnl_cache_reset();
     sf_profile_reset();
 }

@@ -94,7 +94,8 @@ static void bf16_products_report(double bf16, double fp32) {
         return;
     }
     printf("bf16 products: oneDNN's bf16 kernels (train.bf16_products=onednn%s)%s\n", chosen,
-           sf_bf16_pack_weights_get() ? ", weights packed in their layout (SFVIT_PACK_WEIGHTS=1)" : "");
+           sf_bf16_pack_weights_get() ? ", linear weights packed from fp32 for products of 1024 rows or more"
+                                      : ", linear weights read from bf16 copies (SFVIT_PACK_WEIGHTS=0)");
     if ((long)(bf16 + 0.5) < (long)(fp32 + 0.5)) /* as printed */
         sf_warn("bf16 products run slower than fp32 ones on this CPU (%.0f against %.0f GFLOP/s): "
                 "train.bf16_products=fp32 (or auto) computes them on fp32 kernels",
@@ -145,16 +146,17 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
 
 int sf_precision_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t) {
     uint16_t **copies = sf_calloc((size_t)(ps->count > 0 ? ps->count : 1), sizeof *copies);
-    int wanted = 0, found = 0;
+    int wanted = 0, registered = 0;
     for (int i = 0; i < ps->count; i++) {
-        if (ps->list[i].t->ndim < 2) continue; /* the tensors sf_bf16_weights_refresh converts */
+        if (ps->list[i].t->ndim < 2) continue; /* the tensors sf_bf16_weights_refresh registers */
         wanted++;
-        found += (copies[i] = sf_bf16_weight_slot(ps->list[i].t)) != NULL;
+        registered += sf_bf16_weight_registered(ps->list[i].t);
+        copies[i] = sf_bf16_weight_slot(ps->list[i].t);
     }
     sf_adamw_step_copies(ps, o, lr, t, copies);
-    if (found) sf_dnnl_weights_changed(); /* the copies hold the new weights: repack them */
     free(copies);
-    return wanted > 0 && found == wanted;
+    /* every copy made is written; one not made yet will be made from the new weights */
+    return wanted > 0 && registered == wanted;
 }
 
 void sf_precision_weights_refresh(sf_params *ps) {

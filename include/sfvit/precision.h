@@ -58,10 +58,20 @@ void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const fl
 int sf_gemm_prec_writes_bf16(void);
 void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
                            const float *B, const uint16_t *B16, const float *bias, uint16_t *C16);
+/* A product whose B is a weight w (a linear layer's: op(B) is W^T forward, W for the input
+ * gradient): C = alpha op(A) op(w) + beta C, or with a bias (alpha 1, beta 0) the product plus
+ * bias into C or, where sf_gemm_prec_writes_bf16, into C16 in bf16. On oneDNN's bf16 kernels
+ * a product of 1024 rows (M) or more packs w from fp32 into the kernel's layout for itself
+ * (SFVIT_PACK_WEIGHTS=0: never); the others, and every product elsewhere, are the products
+ * above with w's bf16 copy (made on first use: none for a weight that is always packed). */
+struct sf_tensor;
+void sf_gemm_prec_weight(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                         const uint16_t *A16, const struct sf_tensor *w, const float *bias, float beta, float *C,
+                         uint16_t *C16);
 
 /* sfvit bench --no-products: while on, the kernels of every product above (fp32, oneDNN's
  * bf16, fp32 kernels on bf16 values) are skipped, leaving C = beta C, and all the work around
- * them (rounding and widening operands, copies) still runs. The values computed are then
+ * them (rounding and widening operands, copies, packing a weight) still runs. The values computed are then
  * meaningless; the time is that of a step whose products took none. sf_gemm itself (SOFT's
  * fp32 kernel and pseudo-inverse products) is not affected. */
 void sf_products_skip(int on);
@@ -76,18 +86,21 @@ float sf_bf16_round(float x);
 void sf_bf16_convert(const float *x, uint16_t *y, size_t n);
 void sf_bf16_round_into(const float *x, float *y, size_t n);
 
-/* Weights in bf16, converted once per step: refresh converts every 2-d tensor of the list
- * (and drops older copies); sf_bf16_weight returns the copy of w or NULL. Call refresh after
- * each optimizer step (or before each forward) while the precision is not fp32; clear drops
- * all copies (weights are then converted per product, with the same numbers). bf16 on fp32
- * kernels keeps no copies (refresh drops them): each product rounds its weight from fp32 into
- * the buffer it widens into anyway. Changing the precision or the kernels drops them too. */
-struct sf_tensor;
+/* Weights in bf16, converted once per step. Refresh registers every 2-d (or larger) tensor of
+ * the list and converts the copies made so far (older registrations are dropped);
+ * sf_bf16_weight returns w's copy, made on its first request, or NULL for a tensor not
+ * registered. Call refresh after each optimizer step that did not write the copies (or before
+ * each forward) while the precision is not fp32; clear drops all copies (weights are then
+ * converted per product, with the same numbers). bf16 on fp32 kernels keeps no copies (refresh
+ * drops them): each product rounds its weight from fp32 into the buffer it widens into anyway.
+ * Changing the precision or the kernels drops them too. */
 void sf_bf16_weights_refresh(struct sf_tensor *const *params, int n);
-/* The copy of w for the optimizer to write as it updates w (sf_adamw_step_copies), which then
- * stands for the next refresh; NULL when w has none. Whoever writes the copies then calls
- * sf_dnnl_weights_changed, so that no product reads a packed copy of the old values. */
+/* The copy of w for the optimizer to write as it updates w (sf_adamw_step_copies); NULL when
+ * w has none (yet: a copy made later is made from the updated w). */
 uint16_t *sf_bf16_weight_slot(const struct sf_tensor *w);
+/* 1 when the last refresh registered w: then its copy, if any, is current after the optimizer
+ * wrote every slot, and no refresh is needed. */
+int sf_bf16_weight_registered(const struct sf_tensor *w);
 const uint16_t *sf_bf16_weight(const struct sf_tensor *w);
 void sf_bf16_weights_clear(void);
 
@@ -130,22 +143,28 @@ int sf_dnnl_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *
 /* The same, C16 written in bf16: each element the fp32 sum plus the bias, rounded once. */
 int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                                    const float *bias, uint16_t *C16);
-/* A product whose B is a weight's bf16 copy (the same for a whole step): B is read from a copy
- * packed in the layout the kernel reads (oneDNN's blocked layout), made at its first product
- * after sf_dnnl_weights_changed and kept for every product with that layout, instead of each
- * product copying B into that layout again. bias: NULL or (N); C16: NULL (C fp32, beta C
- * added) or C written in bf16 (beta 0). Calling thread only: not inside a parallel region. */
+/* A product whose B is a weight W in fp32: W is packed (rounded to bf16, in the layout the
+ * kernel reads: oneDNN's blocked layout) into a buffer of the calling thread, then read by the
+ * product, instead of the product copying a bf16 copy of W into that layout itself. One pass
+ * over W per product; the buffer is reused by the next. bias: NULL or (N); C16: NULL (C fp32,
+ * beta C added) or C written in bf16 (beta 0). The rounding is round-to-nearest-even as
+ * sf_bf16_convert's, except that fp32 values below bf16's normal range pack as zero (the
+ * instruction flushes them). */
 int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
-                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16);
-/* The weights' bf16 copies were written (refreshed, updated, freed): every packed copy is stale. */
-void sf_dnnl_weights_changed(void);
-/* Weights packed so far (all threads): once per weight, layout and change of the weights. */
+                             const float *W, const float *bias, float beta, float *C, uint16_t *C16);
+/* sfvit bench --no-products: the packing sf_dnnl_gemm_bf16_weight would do for that product
+ * (bias: 0/1, c16: a bf16 output), without the product. */
+int sf_dnnl_pack_weight_only(int ta, int tb, int M, int N, int K, float alpha, const float *W, int bias, float beta,
+                             int c16);
+/* Weights packed so far (all threads): one per product that packed its weight. */
 long sf_dnnl_weights_packed(void);
-/* Whether bf16 products on oneDNN's kernels read the weights' copies packed
- * (sf_dnnl_gemm_bf16_weight): SFVIT_PACK_WEIGHTS=1, off by default (two more copies of the
- * weights; docs/precision.md); set overrides the environment. */
+/* Whether a weight's products on oneDNN's bf16 kernels pack it from fp32 (sf_gemm_prec_weight):
+ * SFVIT_PACK_WEIGHTS, 1 or unset (the default) yes, 0 no (they read its bf16 copy); set
+ * overrides the environment. parse: 1, 0, or -1 for any other value (the command refuses it;
+ * a program linking the library gets a warning and 1). */
 void sf_bf16_pack_weights_set(int on);
 int sf_bf16_pack_weights_get(void);
+int sf_bf16_pack_weights_parse(const char *s);
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);

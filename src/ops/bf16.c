@@ -11,6 +11,7 @@
 #include "sfvit/precision.h"
 
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 
 /* ---- numbers ---- */
@@ -121,20 +122,32 @@ sf_tensor *sf_tensor_for_linear(sf_ctx *g, int ndim, const int *shape) {
 
 /* ---- weights in bf16, once per step ---- */
 
+/* Each 2-d (or larger) parameter is registered by the refresh; its bf16 copy is made when a
+ * product first asks for it (sf_bf16_weight) and from then on rewritten by every refresh and
+ * every update (sf_adamw_step_copies). A weight no product asks for gets none: on oneDNN's
+ * bf16 kernels a linear layer's large products pack their weight from fp32
+ * (sf_gemm_prec_weight), so of a ViT only the convolutions', the classifier's and the
+ * class-attention queries' weights are copied. */
 typedef struct {
     const sf_tensor *w;
     uint16_t *h;
     size_t cap;
+    int live; /* h holds w's current values */
 } shadow;
 static shadow *shadows;
 static int n_shadows, cap_shadows;
 
 void sf_bf16_weights_clear(void) {
-    sf_dnnl_weights_changed();
+    const int had = n_shadows > 0;
     for (int i = 0; i < n_shadows; i++) free(shadows[i].h);
     free(shadows);
     shadows = NULL;
     n_shadows = cap_shadows = 0;
+#ifdef __GLIBC__
+    /* Freed copies stay in glibc's heap (its mmap threshold rises with the first large free):
+     * the memory probe's, for DeiT-S 35 MiB of the run's peak, are returned. */
+    if (had) malloc_trim(0);
+#endif
 }
 
 /* bf16 products on fp32 kernels keep no copies: each product rounds its weight from fp32
@@ -145,7 +158,6 @@ static int weights_copied(void) {
 }
 
 void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
-    sf_dnnl_weights_changed();
     if (!weights_copied()) {
         sf_bf16_weights_clear();
         return;
@@ -162,26 +174,45 @@ void sf_bf16_weights_refresh(sf_tensor *const *params, int n) {
             cap_shadows = cap;
         }
         shadow *s = &shadows[k++];
+        s->live = s->live && s->w == w; /* a copy asked for before is kept up to date */
+        s->w = w;
+        if (s->live) sf_bf16_convert(w->data, s->h, w->numel);
+    }
+    for (int i = k; i < n_shadows; i++) shadows[i].w = NULL, shadows[i].live = 0;
+    n_shadows = k > n_shadows ? k : n_shadows;
+}
+
+static shadow *shadow_of(const sf_tensor *w) {
+    if (precision == SF_PREC_FP32) return NULL;
+    for (int i = 0; i < n_shadows; i++)
+        if (shadows[i].w == w) return &shadows[i];
+    return NULL;
+}
+
+int sf_bf16_weight_registered(const sf_tensor *w) { return shadow_of(w) != NULL; }
+
+uint16_t *sf_bf16_weight_slot(const sf_tensor *w) {
+    shadow *s = shadow_of(w);
+    return s && s->live ? s->h : NULL;
+}
+
+/* Made here on the first request (from the ops' serial code; inside a parallel region the
+ * product rounds the weight itself, the same numbers). */
+const uint16_t *sf_bf16_weight(const sf_tensor *w) {
+    shadow *s = shadow_of(w);
+    if (!s) return NULL;
+    if (!s->live) {
+        if (omp_in_parallel()) return NULL;
         if (s->cap < w->numel) {
             free(s->h);
             s->h = sf_malloc(w->numel * sizeof *s->h);
             s->cap = w->numel;
         }
-        s->w = w;
         sf_bf16_convert(w->data, s->h, w->numel);
+        s->live = 1;
     }
-    for (int i = k; i < n_shadows; i++) shadows[i].w = NULL;
-    n_shadows = k > n_shadows ? k : n_shadows;
+    return s->h;
 }
-
-uint16_t *sf_bf16_weight_slot(const sf_tensor *w) {
-    if (precision == SF_PREC_FP32) return NULL;
-    for (int i = 0; i < n_shadows; i++)
-        if (shadows[i].w == w) return shadows[i].h;
-    return NULL;
-}
-
-const uint16_t *sf_bf16_weight(const sf_tensor *w) { return sf_bf16_weight_slot(w); }
 
 /* ---- products ---- */
 
@@ -324,30 +355,31 @@ static const uint16_t *native_operand(int i, const float *X, const uint16_t *X16
     return y;
 }
 
-/* SFVIT_PACK_WEIGHTS=1 (off by default): a product whose B16 is a weight's copy (constant
- * until the weights change), run on the calling thread, reads it packed in the layout of
- * oneDNN's kernel, packed once per step, instead of every product copying it into that
- * layout. DeiT-S's linear products on Zen 5: 1.10-1.29x, the training step 4-9 %, but two
- * more copies of the weights (+84 MiB for DeiT-S, and SOFT-Tiny's bf16 step then above its
- * fp32 one), so it is a switch for measuring, not the default (docs/precision.md). Not inside
- * a parallel region: the packed copies are the calling thread's. */
+/* On oneDNN's bf16 kernels a linear layer's weight is packed from fp32 into the layout of the
+ * kernel for each of its products of PACK_MIN_ROWS rows or more (the forward's W^T, the input
+ * gradient's W), in one pass: faster than a product reading a bf16 copy, which the kernel then
+ * copies into that layout itself, block by block (DeiT-S's linear products on Zen 5: 1.02-1.16x
+ * with the packing counted), and no bf16 copy of those weights is kept (42 MiB for DeiT-S).
+ * Below PACK_MIN_ROWS the packing's own pass costs more than it saves (the Fashion-MNIST
+ * model's 512-row products: 0.74-0.98x), and the product reads the weight's copy.
+ * SFVIT_PACK_WEIGHTS=0 reads copies always, to compare (docs/precision.md). */
+#define PACK_MIN_ROWS 1024
 static int pack_weights = -1;
 
 void sf_bf16_pack_weights_set(int on) { pack_weights = on; }
 
-int sf_bf16_pack_weights_get(void) {
-    if (pack_weights < 0) {
-        const char *e = getenv("SFVIT_PACK_WEIGHTS");
-        pack_weights = e && !strcmp(e, "1");
-    }
-    return pack_weights;
+int sf_bf16_pack_weights_parse(const char *s) {
+    if (!s || !*s || !strcmp(s, "1")) return 1;
+    return !strcmp(s, "0") ? 0 : -1;
 }
 
-static int packable_weight(const uint16_t *B16) {
-    if (!sf_bf16_pack_weights_get() || omp_in_parallel()) return 0;
-    for (int i = 0; i < n_shadows; i++)
-        if (shadows[i].w && shadows[i].h == B16) return 1;
-    return 0;
+int sf_bf16_pack_weights_get(void) {
+    if (pack_weights < 0) {
+        const int on = sf_bf16_pack_weights_parse(getenv("SFVIT_PACK_WEIGHTS"));
+        if (on < 0) sf_warn("SFVIT_PACK_WEIGHTS=%s is neither 0 nor 1: packing the weights", getenv("SFVIT_PACK_WEIGHTS"));
+        pack_weights = on != 0;
+    }
+    return pack_weights;
 }
 
 /* Products on oneDNN's bf16 kernels: bf16 precision with train.bf16_products onednn. */
@@ -371,8 +403,7 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         return;
     }
     /* The command checked sf_dnnl_bf16_native before choosing bf16. */
-    const int rc = packable_weight(b) ? sf_dnnl_gemm_bf16_weight(trans_a, trans_b, M, N, K, alpha, a, b, NULL, beta, C, NULL)
-                                      : sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C);
+    const int rc = sf_dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, b, beta, C);
     SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul here (%d x %d x %d)", M, N, K);
 }
 
@@ -393,9 +424,8 @@ static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const floa
             skip_kernel(M, N, 0.0f, C);
         return;
     }
-    const int rc = packable_weight(b)  ? sf_dnnl_gemm_bf16_weight(ta, tb, M, N, K, 1.0f, a, b, bias, 0.0f, C, C16)
-                   : C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
-                         : sf_dnnl_gemm_bf16_bias(ta, tb, M, N, K, a, b, bias, C);
+    const int rc = C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
+                       : sf_dnnl_gemm_bf16_bias(ta, tb, M, N, K, a, b, bias, C);
     SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul with a bias and a %s output here (%d x %d x %d)",
               C16 ? "bf16" : "fp32", M, N, K);
 }
@@ -417,6 +447,38 @@ void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const 
                            const float *B, const uint16_t *B16, const float *bias, uint16_t *C16) {
     SF_ASSERT(on_bf16_kernels(), "a product written in bf16 needs oneDNN's bf16 kernels");
     bias_on_bf16_kernels(trans_a, trans_b, M, N, K, A, A16, B, B16, bias, NULL, C16);
+}
+
+/* B is the weight w: packed from fp32 on oneDNN's bf16 kernels (products of PACK_MIN_ROWS rows
+ * or more), else the products above with its bf16 copy (made on first use; none on fp32
+ * kernels). */
+void sf_gemm_prec_weight(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                         const uint16_t *A16, const sf_tensor *w, const float *bias, float beta, float *C,
+                         uint16_t *C16) {
+    SF_ASSERT(!C16 || (bias && beta == 0.0f && alpha == 1.0f), "a product written in bf16 is a linear layer's");
+    SF_ASSERT(!bias || (beta == 0.0f && alpha == 1.0f), "a product with a bias writes y = x W^T + b");
+    if (!on_bf16_kernels() || !sf_bf16_pack_weights_get() || M < PACK_MIN_ROWS) {
+        const uint16_t *w16 = sf_bf16_weight(w);
+        if (C16)
+            sf_gemm_prec_bias_w16(trans_a, trans_b, M, N, K, A, A16, w->data, w16, bias, C16);
+        else if (bias)
+            sf_gemm_prec_bias_w(trans_a, trans_b, M, N, K, A, A16, w->data, w16, bias, C);
+        else
+            sf_gemm_prec_w(trans_a, trans_b, M, N, K, alpha, A, A16, w->data, w16, beta, C);
+        return;
+    }
+    const uint16_t *a = native_operand(0, A, A16, (size_t)M * K);
+    if (kernels_skipped) { /* the packing is work around the product: it stays */
+        SF_ASSERT(sf_dnnl_pack_weight_only(trans_a, trans_b, M, N, K, alpha, w->data, bias != NULL, beta, C16 != NULL) == 0,
+                  "oneDNN cannot pack a weight here (%d x %d x %d)", M, N, K);
+        if (C16)
+            skip_kernel_bytes(M, N, 0.0f, C16, sizeof *C16);
+        else
+            skip_kernel(M, N, beta, C);
+        return;
+    }
+    const int rc = sf_dnnl_gemm_bf16_weight(trans_a, trans_b, M, N, K, alpha, a, w->data, bias, beta, C, C16);
+    SF_ASSERT(rc == 0, "oneDNN has no bf16 matmul with a packed weight here (%d x %d x %d)", M, N, K);
 }
 
 void sf_gemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,

@@ -9,9 +9,9 @@
  * threads a product over the same OpenMP team as the rest of sfvit; inside a parallel region
  * it runs on the calling thread, so the cores are never oversubscribed.
  *
- * A weight's product may read it packed in the kernel's own layout (sf_dnnl_gemm_bf16_weight,
- * SFVIT_PACK_WEIGHTS=1): packed once per change of the weights, not copied into that layout
- * by every product (docs/precision.md).
+ * A linear layer's product reads its weight packed straight from fp32 into the kernel's own
+ * layout (sf_dnnl_gemm_bf16_weight), in a buffer of the calling thread, instead of from a bf16
+ * copy that the kernel then copies into that layout itself (docs/precision.md).
  *
  * Which kernel oneDNN picked is counted per implementation name and data type (sf_dnnl_kernels):
  * a product that lands on oneDNN's reference kernel ("ref:any", 10-100x slower than a jit one,
@@ -64,27 +64,17 @@ typedef struct {
     float alpha, beta;
     int bias; /* a (1 x N) bias added to every row in the product's epilogue */
     dnnl_data_type_t cdt; /* C's type: f32, or bf16 for an output kept in bf16 alone */
-    int packed_b; /* B is a weight, read from its copy in the kernel's own layout (packed_md) */
+    int packed_b; /* B is a weight in fp32 (e->b), packed into the kernel's layout (e->bp) */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c, scratch, bm; /* scratch, bm: NULL when the primitive needs none */
     size_t scratch_bytes;
     sf_dnnl_kernel *kernel; /* the row counting this primitive's products */
-    dnnl_memory_desc_t packed_md;  /* packed_b: B's layout, as the kernel chose it */
-    dnnl_primitive_t pack;         /* packed_b: B (plain, in e->b) -> packed_md */
+    dnnl_primitive_t pack;  /* packed_b: the reorder fp32 B -> bf16 in the kernel's layout */
+    dnnl_memory_t bp;       /* packed_b: B so packed, in the thread's pack buffer */
+    size_t packed_bytes;
 } entry;
 
-/* Weights packed in a kernel's layout: one copy per (weight, transposed or not, layout), shared
- * by every primitive that reads it so (a layer's products at several batch sizes), made again
- * after the weights change (the generation, sf_dnnl_weights_changed). Per thread, as the
- * primitives. */
-typedef struct {
-    const void *src; /* the weight's plain bf16 copy */
-    int tb;          /* read transposed (a square weight packs the same layout both ways) */
-    long gen;        /* weights_generation when packed */
-    dnnl_memory_desc_t md;
-    dnnl_memory_t mem; /* owns the packed bytes */
-} packed_weight;
-static long weights_generation, n_packed; /* atomics */
+static long n_packed; /* atomic */
 
 #define CACHE_SIZE 128 /* per thread; a model uses a few dozen distinct products */
 /* Allocated on first use: a large static thread-local array would move the heap of every
@@ -97,8 +87,10 @@ static __thread dnnl_stream_t stream;
  * 64 products, more than its whole bf16 saving on activations. */
 static __thread void *scratchpad;
 static __thread size_t scratchpad_bytes;
-static __thread packed_weight *packs;
-static __thread int n_packs;
+/* The same for the packed weights: a weight is packed for its product and read by it alone
+ * (the weights change after every step), so one buffer, the size of the largest, serves all. */
+static __thread void *pack_buffer;
+static __thread size_t pack_buffer_bytes;
 /* sf_dnnl_cache_reset counts up; a thread whose cache is older empties it at its next lookup
  * (the caches are per thread, so no thread can empty another's). */
 static long generation;
@@ -112,16 +104,8 @@ static void entry_destroy(entry *e) {
     if (e->scratch) dnnl_memory_destroy(e->scratch);
     if (e->bm) dnnl_memory_destroy(e->bm);
     if (e->pack) dnnl_primitive_destroy(e->pack);
+    if (e->bp) dnnl_memory_destroy(e->bp);
 }
-
-static void packs_free(void) {
-    for (int i = 0; i < n_packs; i++) dnnl_memory_destroy(packs[i].mem);
-    free(packs);
-    packs = NULL;
-    n_packs = 0;
-}
-
-void sf_dnnl_weights_changed(void) { __atomic_add_fetch(&weights_generation, 1, __ATOMIC_RELAXED); }
 
 long sf_dnnl_weights_packed(void) { return __atomic_load_n(&n_packed, __ATOMIC_RELAXED); }
 
@@ -133,10 +117,12 @@ void sf_dnnl_cache_reset(void) {
     cache_generation = __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
     cache_n = cache_next = 0;
-    packs_free();
     free(scratchpad);
     scratchpad = NULL;
     scratchpad_bytes = 0;
+    free(pack_buffer);
+    pack_buffer = NULL;
+    pack_buffer_bytes = 0;
     int capacity;
     if (dnnl_get_primitive_cache_capacity(&capacity) == dnnl_success && capacity > 0) {
         dnnl_set_primitive_cache_capacity(0);
@@ -198,7 +184,6 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     if (cache_generation != gen) {
         for (int i = 0; i < cache_n; i++) entry_destroy(&cache[i]);
         cache_n = cache_next = 0;
-        packs_free();
         cache_generation = gen;
     }
     for (int i = 0; i < cache_n; i++) {
@@ -214,8 +199,9 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     dnnl_memory_desc_t ad, bd, cd, biasd;
     dnnl_dims_t adims = {M, K}, bdims = {K, N}, cdims = {M, N}, biasdims = {1, N};
     dnnl_dims_t as = {ta ? 1 : K, ta ? M : 1}, bs = {tb ? 1 : N, tb ? K : 1}, cs = {N, 1};
+    /* a packed B comes in fp32: the pack reorder's source */
     if (dnnl_memory_desc_init_by_strides(&ad, 2, adims, dt, as) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dt, bs) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&bd, 2, bdims, packed_b ? dnnl_f32 : dt, bs) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&cd, 2, cdims, cdt, cs) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&biasd, 2, biasdims, dnnl_f32, cs) != dnnl_success)
         return NULL;
@@ -244,7 +230,7 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     sf_dnnl_kernel *kernel = ok ? kernel_row(impl, dt, ta, tb, M, N, K) : NULL;
     dnnl_memory_desc_t sd = {0}, packed_md = {0};
     dnnl_primitive_t pack = NULL;
-    if (ok && packed_b) { /* B's layout as the kernel chose it, and the reorder into it */
+    if (ok && packed_b) { /* B's layout as the kernel chose it, and the reorder from fp32 into it */
         const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         dnnl_primitive_desc_t rpd = NULL;
         if (q) packed_md = *q;
@@ -277,47 +263,32 @@ static entry *lookup(int ta, int tb, int M, int N, int K, dnnl_data_type_t dt, f
     }
     *e = (entry){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .dt = dt, .alpha = alpha, .beta = beta, .bias = bias,
                  .cdt = cdt, .packed_b = packed_b, .prim = prim, .scratch_bytes = scratch_bytes, .kernel = kernel,
-                 .packed_md = packed_md, .pack = pack};
+                 .pack = pack, .packed_bytes = packed_b ? dnnl_memory_desc_get_size(&packed_md) : 0};
     if (dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) != dnnl_success ||
         (scratch_bytes && dnnl_memory_create(&e->scratch, &sd, engine, DNNL_MEMORY_NONE) != dnnl_success) ||
-        (bias && dnnl_memory_create(&e->bm, &biasd, engine, DNNL_MEMORY_NONE) != dnnl_success))
+        (bias && dnnl_memory_create(&e->bm, &biasd, engine, DNNL_MEMORY_NONE) != dnnl_success) ||
+        (packed_b && dnnl_memory_create(&e->bp, &packed_md, engine, DNNL_MEMORY_NONE) != dnnl_success))
         SF_ASSERT(0, "oneDNN: cannot create memory objects");
     return e;
 }
 
-/* The copy of weight B in e's packed layout, packed now if it has none of this generation:
- * an existing one of B, else a stale one of that layout (its memory reused), else a new one. */
-static dnnl_memory_t packed_b(entry *e, const void *B) {
-    const long gen = __atomic_load_n(&weights_generation, __ATOMIC_RELAXED);
-    packed_weight *w = NULL, *stale = NULL;
-    for (int i = 0; i < n_packs && !w; i++) {
-        if (packs[i].tb != e->tb || !dnnl_memory_desc_equal(&packs[i].md, &e->packed_md)) continue;
-        if (packs[i].src == B) w = &packs[i];
-        else if (packs[i].gen != gen && !stale) stale = &packs[i];
+/* The weight B (fp32) packed into e's layout, rounded to bf16 on the way, in the thread's pack
+ * buffer. */
+static dnnl_memory_t pack_weight(entry *e, const float *B) {
+    if (pack_buffer_bytes < e->packed_bytes) {
+        free(pack_buffer);
+        pack_buffer = sf_aligned_alloc(e->packed_bytes);
+        pack_buffer_bytes = e->packed_bytes;
     }
-    if (!w && stale) {
-        w = stale;
-        w->src = B;
-        w->gen = gen - 1;
-    }
-    if (!w) {
-        packs = sf_realloc(packs, (size_t)(n_packs + 1) * sizeof *packs);
-        w = &packs[n_packs++];
-        *w = (packed_weight){.src = B, .tb = e->tb, .gen = gen - 1, .md = e->packed_md};
-        SF_ASSERT(dnnl_memory_create(&w->mem, &w->md, engine, DNNL_MEMORY_ALLOCATE) == dnnl_success,
-                  "oneDNN: cannot allocate a packed weight (%d x %d)", e->K, e->N);
-    }
-    if (w->gen != gen) {
-        dnnl_memory_set_data_handle(e->b, (void *)B);
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, e->b}, {DNNL_ARG_TO, w->mem}};
-        if (dnnl_primitive_execute(e->pack, stream, 2, args) != dnnl_success || dnnl_stream_wait(stream) != dnnl_success)
-            SF_ASSERT(0, "oneDNN: packing a weight (%d x %d) failed", e->K, e->N);
-        w->gen = gen;
-        __atomic_add_fetch(&n_packed, 1, __ATOMIC_RELAXED);
-    }
-    return w->mem;
+    dnnl_memory_set_data_handle(e->b, (void *)B);
+    dnnl_memory_set_data_handle(e->bp, pack_buffer);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, e->b}, {DNNL_ARG_TO, e->bp}};
+    if (dnnl_primitive_execute(e->pack, stream, 2, args) != dnnl_success)
+        SF_ASSERT(0, "oneDNN: packing a weight (%d x %d) failed", e->K, e->N);
+    __atomic_add_fetch(&n_packed, 1, __ATOMIC_RELAXED);
+    return e->bp;
 }
 
 static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_t dt, const void *A, const void *B,
@@ -328,7 +299,7 @@ static int run(int ta, int tb, int M, int N, int K, float alpha, dnnl_data_type_
     dnnl_memory_set_data_handle(e->a, (void *)A);
     dnnl_memory_t b = e->b;
     if (e->packed_b)
-        b = packed_b(e, B);
+        b = pack_weight(e, B);
     else
         dnnl_memory_set_data_handle(e->b, (void *)B);
     dnnl_memory_set_data_handle(e->c, C);
@@ -377,9 +348,18 @@ int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const ui
 }
 
 int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
-                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16) {
-    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, W16, 1, bias, beta, C16 ? (void *)C16 : (void *)C,
+                             const float *W, const float *bias, float beta, float *C, uint16_t *C16) {
+    return run(ta, tb, M, N, K, alpha, dnnl_bf16, A16, W, 1, bias, beta, C16 ? (void *)C16 : (void *)C,
                C16 ? dnnl_bf16 : dnnl_f32);
+}
+
+int sf_dnnl_pack_weight_only(int ta, int tb, int M, int N, int K, float alpha, const float *W, int bias, float beta,
+                             int c16) {
+    if (M <= 0 || N <= 0) return 0;
+    entry *e = lookup(ta, tb, M, N, K, dnnl_bf16, alpha, beta, bias, c16 ? dnnl_bf16 : dnnl_f32, 1);
+    if (!e) return -1;
+    pack_weight(e, W);
+    return dnnl_stream_wait(stream) == dnnl_success ? 0 : -1;
 }
 
 void sf_dnnl_stats(long *created, long *executed) {
@@ -524,13 +504,17 @@ int sf_dnnl_gemm_bf16_bias_to_bf16(int ta, int tb, int M, int N, int K, const ui
     return -1;
 }
 int sf_dnnl_gemm_bf16_weight(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A16,
-                             const uint16_t *W16, const float *bias, float beta, float *C, uint16_t *C16) {
-    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)W16, (void)bias, (void)beta,
+                             const float *W, const float *bias, float beta, float *C, uint16_t *C16) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A16, (void)W, (void)bias, (void)beta,
         (void)C, (void)C16;
     return -1;
 }
-void sf_dnnl_weights_changed(void) {}
 long sf_dnnl_weights_packed(void) { return 0; }
+int sf_dnnl_pack_weight_only(int ta, int tb, int M, int N, int K, float alpha, const float *W, int bias, float beta,
+                             int c16) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)W, (void)bias, (void)beta, (void)c16;
+    return -1;
+}
 void sf_dnnl_cache_reset(void) {}
 size_t sf_dnnl_release_code(void) { return 0; }
 int sf_dnnl_kernels(sf_dnnl_kernel *out, int max) {

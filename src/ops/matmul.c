@@ -60,12 +60,8 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         sf_bf16_convert(x->data, x16, x->numel);
     }
 
-    if (write16)
-        sf_gemm_prec_bias_w16(0, 1, R, O, I, x->data, x16, w->data, sf_bf16_weight(w), b->data, y->data16);
-    else if (b)
-        sf_gemm_prec_bias_w(0, 1, R, O, I, x->data, x16, w->data, sf_bf16_weight(w), b->data, y->data);
-    else
-        sf_gemm_prec_w(0, 1, R, O, I, 1.0f, x->data, x16, w->data, sf_bf16_weight(w), 0.0f, y->data);
+    sf_gemm_prec_weight(0, 1, R, O, I, 1.0f, x->data, x16, w, b ? b->data : NULL, 0.0f, write16 ? NULL : y->data,
+                        write16 ? y->data16 : NULL);
 
     if (record) {
         sf_node *node = sf_tape_push(g, SF_OP_LINEAR, y, in, n_in);
@@ -144,8 +140,7 @@ static void linear_products(sf_ctx *g, sf_node *node, const float *G, const uint
     if (linear_wants_dx(node)) {
         int acc; /* a new dx is written (beta 0): no zero fill, no read */
         float *dx = sf_grad_dst(g, x, &acc);
-        sf_gemm_prec_w(0, 0, R, I, O, 1.0f, G, G16, w->data, sf_bf16_weight(w), acc ? 1.0f : 0.0f,
-                       dx); // (R, I)
+        sf_gemm_prec_weight(0, 0, R, I, O, 1.0f, G, G16, w, NULL, acc ? 1.0f : 0.0f, dx, NULL); // (R, I)
     }
     if (w->requires_grad) {
         sf_gemm_prec_w(1, 0, O, I, R, 1.0f, G, G16, x->data, x16, 1.0f, sf_grad(g, w)); // (O, I)
