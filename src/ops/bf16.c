@@ -298,6 +298,14 @@ static void skip_kernel_bytes(int M, int N, float beta, void *C, size_t bytes) {
 
 static void skip_kernel(int M, int N, float beta, float *C) { skip_kernel_bytes(M, N, beta, C, sizeof *C); }
 
+/* A skipped product's output: C16 (bf16, written with beta 0) or C. */
+static void skip_output(int M, int N, float beta, float *C, uint16_t *C16) {
+    if (C16)
+        skip_kernel_bytes(M, N, 0.0f, C16, sizeof *C16);
+    else
+        skip_kernel(M, N, beta, C);
+}
+
 static void f32_kernel(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B, float beta,
                        float *C) {
     if (kernels_skipped)
@@ -418,10 +426,7 @@ static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const floa
                                  const float *B, const uint16_t *B16, const float *bias, float *C, uint16_t *C16) {
     const uint16_t *a = native_operand(0, A, A16, (size_t)M * K), *b = native_operand(1, B, B16, (size_t)K * N);
     if (kernels_skipped) {
-        if (C16)
-            skip_kernel_bytes(M, N, 0.0f, C16, sizeof *C16);
-        else
-            skip_kernel(M, N, 0.0f, C);
+        skip_output(M, N, 0.0f, C, C16);
         return;
     }
     const int rc = C16 ? sf_dnnl_gemm_bf16_bias_to_bf16(ta, tb, M, N, K, a, b, bias, C16)
@@ -471,10 +476,7 @@ void sf_gemm_prec_weight(int trans_a, int trans_b, int M, int N, int K, float al
     if (kernels_skipped) { /* the packing is work around the product: it stays */
         SF_ASSERT(sf_dnnl_pack_weight_only(trans_a, trans_b, M, N, K, alpha, w->data, bias != NULL, beta, C16 != NULL) == 0,
                   "oneDNN cannot pack a weight here (%d x %d x %d)", M, N, K);
-        if (C16)
-            skip_kernel_bytes(M, N, 0.0f, C16, sizeof *C16);
-        else
-            skip_kernel(M, N, beta, C);
+        skip_output(M, N, beta, C, C16);
         return;
     }
     const int rc = sf_dnnl_gemm_bf16_weight(trans_a, trans_b, M, N, K, alpha, a, w->data, bias, beta, C, C16);
