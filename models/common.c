@@ -262,7 +262,8 @@ const mdl_attn_def mdl_attn_xca = {.hosts = 1u << SF_FAMILY_XCIT, .temperature =
 /* q̂, k̂ come normalized (token_norm: mdl_attn_fwd splits and normalizes in one pass). */
 static sf_tensor *sima_mix(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *q, sf_tensor *k, sf_tensor *v) {
     if (a->record_viz && m) mdl_viz_record(m, q, k, a->viz_skip);
-    return sf_sima_last_use(g, q, k, v, m ? m->cfg.sima_order : SF_SIMA_AUTO); /* v: split for this alone */
+    /* q̂, k̂, v: made for this alone */
+    return sf_sima_last_use(g, q, k, v, m ? m->cfg.sima_order : SF_SIMA_AUTO, SF_SIMA_HAND_Q | SF_SIMA_HAND_K | SF_SIMA_HAND_V);
 }
 
 static void sima_cost(const sf_model_cfg *c, int N, mdl_mix_cost *out) {

@@ -277,7 +277,8 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, sf_model *m, const cvt_attn *a, sf_ten
     if (a->kind == SF_ATTN_MSA)
         o = sf_msa(g, Q, K, V, 1.0f / sqrtf((float)C));  // the official dim_out ** -0.5
     else
-        o = sf_sima_last_use(g, Q, K, V, mdl_cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D));
+        o = sf_sima_last_use(g, Q, K, V, mdl_cvt_sima_order(c->sima_order, Q->shape[2], K->shape[2], D),
+                             SF_SIMA_HAND_Q | SF_SIMA_HAND_K | SF_SIMA_HAND_V);
     sf_tensor *y = mdl_linear_last_use(g, &a->proj, sf_heads_merge_to_linear(g, o));  // (B, Nq, C)
     return c->drop_rate > 0 ? sf_dropout(g, y, c->drop_rate) : y;
 }

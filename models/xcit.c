@@ -182,7 +182,8 @@ static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a,
     sf_tensor *o;                                           // (B, H, 1, D)
     if (sima) {
         /* one query row: (q̂₀K̂ᵀ)V costs 2(N+1)D, the cheaper order whatever N and D are */
-        o = sf_sima_last_use(g, first_row(g, q), k, v, SF_SIMA_QK_FIRST);
+        /* q's first row is a view (first_row), so only k̂ and v are handed over */
+        o = sf_sima_last_use(g, first_row(g, q), k, v, SF_SIMA_QK_FIRST, SF_SIMA_HAND_K | SF_SIMA_HAND_V);
     } else {
         o = sf_msa(g, first_row(g, q), k, v, 1.0f / sqrtf((float)D));
     }

@@ -299,6 +299,12 @@ void sf_tensor_release_data(sf_ctx *g, sf_tensor *t) {
     t->data = NULL;
 }
 
+void sf_tensor_keep_bf16(sf_ctx *g, sf_tensor *t, uint16_t *copy) {
+    SF_ASSERT(copy && !t->data16, "keep_bf16: a tensor with bf16 values already, or no copy");
+    sf_tensor_release_data(g, t);
+    t->data16 = copy;
+}
+
 float *sf_grad(sf_ctx *g, sf_tensor *t) {
     if (!t->grad) t->grad = sf_arena_calloc(g->arena, t->numel * sizeof(float));
     return t->grad;
@@ -557,3 +563,4 @@ size_t sf_params_count_trainable(const sf_params *ps) {
         if (ps->list[i].flags & SF_PARAM_TRAINABLE) n += ps->list[i].t->numel;
     return n;
 }
+

@@ -27,7 +27,9 @@
  * 6. train.bf16_products=auto's rule on measured rates.
  * 7. SimA's bf16 copies of q, k and v (made in the forward for the backward): sf_sima_last_use
  *    gives sf_sima's output and gradients bit for bit in every precision and both orders, and
- *    releases v's fp32 data exactly where its backward reads only the copy (bf16, training).
+ *    keeps q, k, v in bf16 alone exactly where its backward reads only the copies (bf16,
+ *    training); a token normalization handed over so reads q̂'s copy in its backward (its dx
+ *    is the formula on the rounded q̂, told apart from the formula on fp32 q̂).
  * 8. fc1 and its GELU as one op (sf_linear_gelu_to_linear, whose backward sums and rounds fc1's
  *    output gradient in one pass): the two ops' output and gradients bit for bit, with and
  *    without bias, trained or frozen weight, in every precision; in bf16 the fused op keeps
@@ -615,17 +617,23 @@ static void test_products_choice(void) {
 
 typedef struct {
     float *y, *grad[3]; /* o; gradients of q, k, v */
-    int v_released;     /* v had no fp32 data after the forward */
+    int kept, untouched; /* q, k, v: each holds its bf16 copy alone / each keeps its fp32 data */
 } sima_run;
 
-static sima_run run_sima(int last_use, int grad, sf_tensor *const *leaves, sf_sima_order order, const float *R) {
+static sima_run run_sima(int handed, int grad, sf_tensor *const *leaves, sf_sima_order order, const float *R) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = grad;
     fresh_grads(leaves, 3);
-    sf_tensor *v = sf_scale(&g, leaves[2], 1.0f); /* an activation, which can be handed over */
-    sf_tensor *y = last_use ? sf_sima_last_use(&g, leaves[0], leaves[1], v, order) : sf_sima(&g, leaves[0], leaves[1], v, order);
-    sima_run r = {.v_released = v->data == NULL};
+    sf_tensor *in[3]; /* activations, which can be handed over */
+    for (int i = 0; i < 3; i++) in[i] = sf_scale(&g, leaves[i], 1.0f);
+    const unsigned all = SF_SIMA_HAND_Q | SF_SIMA_HAND_K | SF_SIMA_HAND_V;
+    sf_tensor *y = handed ? sf_sima_last_use(&g, in[0], in[1], in[2], order, all) : sf_sima(&g, in[0], in[1], in[2], order);
+    sima_run r = {.kept = 1, .untouched = 1};
+    for (int i = 0; i < 3; i++) {
+        r.kept = r.kept && !in[i]->data && in[i]->data16;
+        r.untouched = r.untouched && in[i]->data && !in[i]->data16;
+    }
     r.y = copy_floats(y->data, y->numel);
     if (grad) sf_backward_seeded(&g, y, R);
     copy_grads(r.grad, leaves, 3);
@@ -659,11 +667,11 @@ static void test_sima_copies(void) {
                 int same = !memcmp(plain.y, handed.y, (size_t)L * Nq * D * sizeof(float));
                 for (int i = 0; i < 3; i++)
                     same = same && !memcmp(plain.grad[i], handed.grad[i], leaves[i]->numel * sizeof(float));
-                CHECK(same, "sima %s, %s, %s: v handed over gives sf_sima's output and gradients bit for bit",
+                CHECK(same, "sima %s, %s, %s: q, k, v handed over give sf_sima's output and gradients bit for bit",
                       cases[c].name, pn, gn);
                 const int want = p > 0 && grad;
-                CHECK(!plain.v_released && handed.v_released == want, "sima %s, %s, %s: v's fp32 data %s", cases[c].name,
-                      pn, gn, want ? "released (the backward reads its bf16 copy)" : "kept");
+                CHECK(plain.untouched && (want ? handed.kept : handed.untouched), "sima %s, %s, %s: q, k, v %s",
+                      cases[c].name, pn, gn, want ? "hold their bf16 copies alone (the backward reads only those)" : "keep their fp32 data");
                 free(plain.y), free(handed.y);
                 for (int i = 0; i < 3; i++) free(plain.grad[i]), free(handed.grad[i]);
             }
@@ -673,7 +681,97 @@ static void test_sima_copies(void) {
         for (int i = 0; i < 3; i++) gc_leaf_free(leaves[i]);
         free(R);
     }
-    printf("  sima with bf16 operand copies: the bits of sf_sima, v released where only its copy is read\n");
+    printf("  sima with bf16 operand copies: the bits of sf_sima, q, k, v kept in bf16 alone where only the copies are read\n");
+}
+
+/* Largest |a - b| over n values. */
+static double max_abs_diff(const float *a, const double *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* dx of y = x / max(s, eps) over tokens (attention.md#l1, #l2) in double, for gradient G
+ * and the values y the backward reads (yv): (G - dir c) / max(s, eps), c_j = sum_n G_nj yv_nj,
+ * dir = sign(yv) (l1) or yv (l2). x (B, N, H D) is split into heads (B, H, N, D). */
+static void norm_grad_ref(double *dx, const float *x, const float *G, const float *yv, int B, int H, int N, int D, int p,
+                          float eps) {
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < D; j++) {
+                double s = 0, c = 0;
+                for (int n = 0; n < N; n++) {
+                    double v = x[((size_t)b * N + n) * H * D + (size_t)h * D + j];
+                    s += p == 1 ? fabs(v) : v * v;
+                }
+                if (p == 2) s = sqrt(s);
+                const size_t at = ((size_t)b * H + h) * N * D + j; /* (b, h, 0, j) */
+                for (int n = 0; n < N; n++) c += (double)G[at + (size_t)n * D] * yv[at + (size_t)n * D];
+                for (int n = 0; n < N; n++) {
+                    const double y = yv[at + (size_t)n * D], dir = p == 1 ? (y > 0) - (y < 0) : y;
+                    dx[((size_t)b * N + n) * H * D + (size_t)h * D + j] = (G[at + (size_t)n * D] - dir * c) / fmax(s, eps);
+                }
+            }
+}
+
+/* q̂ = the token normalization of x, handed over to SimA in bf16: SimA keeps q̂'s bf16 copy
+ * alone, and the normalization's backward reads that copy. dx must match the formula on the
+ * rounded q̂ (as autocast's saved bf16 output), and the check must be able to tell it from
+ * the formula on fp32 q̂. With x split directly (the split writes x's gradient in one pass,
+ * sf_heads_split_gather) and through a copy that already has a gradient (accumulated). */
+static void test_norm_reads_copy(void) {
+    enum { B = 2, H = 2, N = 20, D = 8 };
+    const float eps = 1e-6f;
+    sf_rng r;
+    sf_rng_seed(&r, 29);
+    sf_precision_set(SF_PREC_BF16_EMULATED);
+    sf_tensor *x = gc_leaf(3, (int[]){B, N, H * D}, 1), *k = gc_leaf(4, (int[]){B, H, N, D}, 1);
+    sf_tensor *v = gc_leaf(4, (int[]){B, H, N, D}, 1), *qhat = gc_leaf(4, (int[]){B, H, N, D}, 1);
+    gc_fill_normal(x, &r, 1.0f), gc_fill_normal(k, &r, 1.0f), gc_fill_normal(v, &r, 1.0f);
+    const size_t n = qhat->numel;
+    float *R = malloc(n * sizeof(float)), *y16 = malloc(n * sizeof(float));
+    double *want = malloc(x->numel * sizeof(double)), *want32 = malloc(x->numel * sizeof(double));
+    for (size_t i = 0; i < n; i++) R[i] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    for (int p = 1; p <= 2; p++)
+        for (int order = 0; order < 2; order++) {
+            const sf_sima_order o = order ? SF_SIMA_KV_FIRST : SF_SIMA_QK_FIRST;
+            /* q̂'s values, then G = dL/dq̂ from SimA alone on them (the same bf16 copy) */
+            sf_ctx g;
+            sf_ctx_init(&g, 0);
+            memcpy(qhat->data, sf_heads_split_norm(&g, x, 1, 0, H, p, eps)->data, n * sizeof(float));
+            sf_ctx_reset(&g);
+            g.grad_enabled = 1;
+            sf_tensor *leaves[3] = {qhat, k, v};
+            fresh_grads(leaves, 3);
+            sf_backward_seeded(&g, sf_sima(&g, qhat, k, v, o), R);
+            sf_ctx_reset(&g);
+            for (int via_gather = 0; via_gather < 2; via_gather++) {
+                fresh_grads(&x, 1);
+                sf_tensor *xs = via_gather ? sf_scale(&g, x, 1.0f) : x;
+                sf_tensor *q = sf_heads_split_norm(&g, xs, 1, 0, H, p, eps);
+                sf_tensor *out = sf_sima_last_use(&g, q, k, v, o, SF_SIMA_HAND_Q);
+                CHECK(!q->data && q->data16, "l%d norm, %s: q̂ kept in bf16 alone", p, sf_sima_order_names[o]);
+                if (q->data16)
+                    for (size_t i = 0; i < n; i++) y16[i] = sf_from_bf16(q->data16[i]);
+                sf_backward_seeded(&g, out, R);
+                norm_grad_ref(want, x->data, qhat->grad, y16, B, H, N, D, p, eps);
+                norm_grad_ref(want32, x->data, qhat->grad, qhat->data, B, H, N, D, p, eps);
+                double scale = 0;
+                for (size_t i = 0; i < x->numel; i++) scale = fmax(scale, fabs(want[i]));
+                const double err = max_abs_diff(x->grad, want, x->numel), err32 = max_abs_diff(x->grad, want32, x->numel);
+                const char *how = via_gather ? "split gather" : "accumulated";
+                CHECK(err <= 1e-5 * scale, "l%d norm, %s, %s: dx is the formula on bf16 q̂ (max error %.3g of %.3g)", p,
+                      sf_sima_order_names[o], how, err, scale);
+                CHECK(err32 > 1e-4 * scale, "l%d norm, %s, %s: and not the formula on fp32 q̂ (%.3g), so the check can tell",
+                      p, sf_sima_order_names[o], how, err32);
+                sf_ctx_reset(&g);
+            }
+            sf_ctx_free(&g);
+        }
+    sf_precision_set(SF_PREC_FP32);
+    gc_leaf_free(x), gc_leaf_free(k), gc_leaf_free(v), gc_leaf_free(qhat);
+    free(R), free(y16), free(want), free(want32);
+    printf("  token normalization handed to sima: its backward reads q̂'s bf16 copy\n");
 }
 
 /* ---- 8. fc1 + GELU as one op ---- */
@@ -817,6 +915,7 @@ int main(void) {
     test_to_linear();
     test_products_choice();
     test_sima_copies();
+    test_norm_reads_copy();
     test_linear_gelu();
     test_products_skipped();
     return test_summary("bf16");

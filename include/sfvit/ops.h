@@ -157,9 +157,14 @@ extern const char *const sf_sima_order_names[SF_SIMA_COUNT + 1]; /* NULL-termina
 /* O = Q K^T V per (b, h); q (B, H, Nq, D), k and v (B, H, N, D) -> (B, H, Nq, D)
  * (Nq = 1 for class attention; normalization is a separate op). AUTO resolves with N. */
 sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order);
-/* The same, with v handed over (nothing reads v after this call): in bf16 precision, while
- * recording, v's fp32 data is released once the bf16 copy its backward reads is made. */
-sf_tensor *sf_sima_last_use(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order);
+/* The same, with the inputs in `handed` (SF_SIMA_HAND_Q | _K | _V) handed over: nothing but
+ * the backward of the op that made them reads them after this call, and none is a view
+ * (sf_reshape) of another tensor. In bf16 precision, while recording, SimA keeps bf16 copies
+ * for its backward; a handed-over input's fp32 data is then released and the copy becomes its
+ * values (sf_tensor_keep_bf16), which the token normalization's backward reads for q̂, k̂. */
+enum { SF_SIMA_HAND_Q = 1, SF_SIMA_HAND_K = 2, SF_SIMA_HAND_V = 4 };
+sf_tensor *sf_sima_last_use(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order,
+                            unsigned handed);
 /* Resolves AUTO for given N and D. */
 sf_sima_order sf_sima_resolve(sf_sima_order order, int N, int D);
 /* O = softmax(scale * Q K^T) V per (b, h); q (B, H, Nq, D), k and v (B, H, N, D). */

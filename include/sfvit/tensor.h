@@ -16,7 +16,8 @@
  *
  * One exception to float32: in bf16 precision an op whose output goes only into the next
  * linear layer's bf16 product (the *_to_linear ops) writes that output as bf16 alone
- * (data16, data NULL), so no fp32 copy is written and read back to be converted.
+ * (data16, data NULL), so no fp32 copy is written and read back to be converted; and SimA
+ * keeps its handed-over q̂, k̂ as its bf16 copies alone (sf_tensor_keep_bf16).
  *
  * Deliberately not here: strides/views (a non-contiguous result is materialized by an
  * explicit op), other dtypes, dynamic graphs across steps.
@@ -32,7 +33,8 @@
 
 typedef struct sf_tensor {
     float *data;          /* numel floats; NULL once released, or when data16 holds the values */
-    uint16_t *data16;     /* numel bf16 values instead of data (a *_to_linear op's output), or NULL */
+    uint16_t *data16;     /* numel bf16 values instead of data (a *_to_linear op's output, SimA's
+                             q̂, k̂ in bf16: sf_tensor_keep_bf16), or NULL */
     float *grad;          /* same size; NULL until something flows into it */
     int ndim;
     int shape[SF_MAX_DIMS];
@@ -94,6 +96,10 @@ sf_tensor *sf_tensor_like(sf_ctx *g, const sf_tensor *t);
 /* Release an activation's data when no backward reads it (e.g. the fused qkv output once it
  * is split into heads); t->data (and t->data16) become NULL, its shape and gradient stay. */
 void sf_tensor_release_data(sf_ctx *g, sf_tensor *t);
+/* From now on t's values are copy (t->numel bf16 values from g's arena, t's to release): its
+ * fp32 data is released. For a consumer that reads t in bf16 alone while the op that made t
+ * reads t's values in its backward (SimA's q̂, k̂: the token normalization reads them). */
+void sf_tensor_keep_bf16(sf_ctx *g, sf_tensor *t, uint16_t *copy);
 /* The gradient buffer of t, allocated zeroed from the arena on first use. */
 float *sf_grad(sf_ctx *g, sf_tensor *t);
 /* "(2, 197, 384)" into buf; returns buf. */

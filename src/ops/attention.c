@@ -107,6 +107,29 @@ static void colnorm_forward(float *y, float *s, const float *x, size_t ldx, int 
     }
 }
 
+/* The saved output y of one slice: fp32 values, or (y32 NULL) the bf16 copy that remains
+ * once a consumer that reads only bf16 took y over (sf_tensor_keep_bf16: SimA in bf16
+ * precision). The backward then reads y as rounded, as autocast's saved bf16 output is. */
+typedef struct colnorm_y {
+    const float *y32;
+    const uint16_t *y16;
+} colnorm_y;
+
+/* Row n of y (D values) as fp32: in place, or widened into row (D floats). */
+static inline const float *colnorm_y_row(colnorm_y y, int n, int D, float *row) {
+    if (y.y32) return y.y32 + (size_t)n * D;
+    const uint16_t *r16 = y.y16 + (size_t)n * D;
+#pragma omp simd
+    for (int j = 0; j < D; j++) row[j] = sf_from_bf16(r16[j]);
+    return row;
+}
+
+/* Slice l (N D values) of a tensor's saved values. */
+static colnorm_y colnorm_y_slice(const sf_tensor *y, size_t l, int N, int D) {
+    const size_t off = l * (size_t)N * D;
+    return y->data ? (colnorm_y){.y32 = y->data + off} : (colnorm_y){.y16 = y->data16 + off};
+}
+
 /* in the forward pass this was: y_nj = x_nj / max(s_j, eps), so now we have
  * (attention.md#l1, #l2), with c_j = sum_m g_mj y_mj:
  *   s_j > eps:  dx_nj += (g_nj - sign(y_nj) c_j) / s_j   (p = 1; sign(0) = 0)
@@ -117,11 +140,11 @@ static void colnorm_forward(float *y, float *s, const float *x, size_t ldx, int 
  * the inner loop has no branch (colnorm_grad_row). `drop_norm_term` zeroes
  * b on purpose (SFVIT_BREAK_BACKWARD) so the gradient check can be seen to fail. This part
  * computes a and b (D floats each) of one slice. */
-static void colnorm_coeffs(float *a, float *b, const float *dy, const float *y, const float *s, int N, int D,
+static void colnorm_coeffs(float *a, float *b, const float *dy, colnorm_y y, float *row, const float *s, int N, int D,
                            float eps, int drop_norm_term) {
     for (int j = 0; j < D; j++) b[j] = 0.0f;
     for (int n = 0; n < N; n++) {
-        const float *gr = dy + (size_t)n * D, *yr = y + (size_t)n * D;
+        const float *gr = dy + (size_t)n * D, *yr = colnorm_y_row(y, n, D, row);
 #pragma omp simd
         for (int j = 0; j < D; j++) b[j] += gr[j] * yr[j]; // c_j
     }
@@ -151,13 +174,13 @@ static inline void colnorm_grad_row(float *dr, const float *gr, const float *yr,
 }
 
 /* The whole backward of one slice into dx, whose rows are ldx floats apart; scratch holds
- * 2 D floats. */
-static void colnorm_backward(float *dx, size_t ldx, float *scratch, const float *dy, const float *y, const float *s,
+ * COLNORM_SCRATCH(D) floats. */
+static void colnorm_backward(float *dx, size_t ldx, float *scratch, const float *dy, colnorm_y y, const float *s,
                              int N, int D, int p, float eps, int drop_norm_term, int acc) {
-    float *a = scratch, *b = scratch + D; // (D) each
-    colnorm_coeffs(a, b, dy, y, s, N, D, eps, drop_norm_term);
+    float *a = scratch, *b = scratch + D, *row = scratch + 2 * D; // (D) each
+    colnorm_coeffs(a, b, dy, y, row, s, N, D, eps, drop_norm_term);
     for (int n = 0; n < N; n++)
-        colnorm_grad_row(dx + (size_t)n * ldx, dy + (size_t)n * D, y + (size_t)n * D, a, b, D, p, acc);
+        colnorm_grad_row(dx + (size_t)n * ldx, dy + (size_t)n * D, colnorm_y_row(y, n, D, row), a, b, D, p, acc);
 }
 
 typedef struct colnorm_saved {
@@ -197,14 +220,15 @@ static void colnorm_op_backward(sf_ctx *g, sf_node *node, int drop_norm_term) {
     float eps = node->farg[0];
     int acc; /* a new dx is written (every element), not accumulated */
     float *dx = sf_grad_dst(g, x, &acc);
-    float *c = attn_alloc(g, (size_t)L * 2 * D); // (L, 2, D) backward scratch per slice
+    const size_t per = COLNORM_SCRATCH(D);
+    float *c = attn_alloc(g, (size_t)L * per); // backward scratch per slice
 #pragma omp parallel for if (x->numel >= ATTN_OMP_MIN && L > 1)
     for (int l = 0; l < L; l++) {
         size_t off = (size_t)l * N * D;
-        colnorm_backward(dx + off, (size_t)D, c + (size_t)l * 2 * D, y->grad + off, y->data + off,
+        colnorm_backward(dx + off, (size_t)D, c + (size_t)l * per, y->grad + off, colnorm_y_slice(y, (size_t)l, N, D),
                          sv->norm + (size_t)l * D, N, D, p, eps, drop_norm_term, acc);
     }
-    attn_free(g, c, (size_t)L * 2 * D);
+    attn_free(g, c, (size_t)L * per);
 }
 
 sf_tensor *sf_l1norm_tokens(sf_ctx *g, sf_tensor *x, float eps) {
@@ -275,7 +299,7 @@ void sf_heads_split_norm_slice_backward(const sf_node *node, int b, int h, float
     const int H = y->shape[1], N = y->shape[2], D = y->shape[3], part = node->iarg[1];
     const size_t W = (size_t)x->shape[2], l = (size_t)b * H + h;
     colnorm_backward(dx + (size_t)b * N * W + ((size_t)part * H + h) * D, W, scratch, y->grad + l * N * D,
-                     y->data + l * N * D, sv->norm + l * D, N, D, node->iarg[3], node->farg[0],
+                     colnorm_y_slice(y, l, N, D), sv->norm + l * D, N, D, node->iarg[3], node->farg[0],
                      split_norm_broken(node), acc);
 }
 
@@ -286,12 +310,13 @@ void sf_heads_split_norm_backward(sf_ctx *g, sf_node *node) {
     const sf_tensor *y = node->out;
     const int B = y->shape[0], H = y->shape[1], D = y->shape[3];
     float *dx = sf_grad(g, node->in[0]); /* exists already (else the gather wrote it): accumulate */
-    float *c = attn_alloc(g, (size_t)sf_thread_slots() * 2 * D); // (threads, 2, D) scratch
+    const size_t per = COLNORM_SCRATCH(D);
+    float *c = attn_alloc(g, (size_t)sf_thread_slots() * per); // scratch per thread
 #pragma omp parallel for collapse(2) if (y->numel >= ATTN_OMP_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
-            sf_heads_split_norm_slice_backward(node, b, h, dx, c + (size_t)sf_thread_slot() * 2 * D, 1);
-    attn_free(g, c, (size_t)sf_thread_slots() * 2 * D);
+            sf_heads_split_norm_slice_backward(node, b, h, dx, c + (size_t)sf_thread_slot() * per, 1);
+    attn_free(g, c, (size_t)sf_thread_slots() * per);
 }
 
 /* ============================ shared shape checks ============================ */
@@ -405,10 +430,11 @@ static const uint16_t *round_once(uint16_t *scratch, const float *x, size_t n) {
     return scratch;
 }
 
-/* v_last_use: v is handed over (nothing reads it after this call); once its bf16 copy is
- * made for the backward, its fp32 data is released, so the copies cost 2 bytes per value of
- * q and of k, not 6 (DeiT-S b8: 14 MiB, not 44). */
-static sf_tensor *sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order, int v_last_use) {
+/* handed: the inputs handed over (SF_SIMA_HAND_*). Once the bf16 copies for the backward are
+ * made, a handed-over input's fp32 data is released and the copy stays as its values, so q̂,
+ * k̂ and v cost 2 bytes a value in the arena, not 6 (DeiT-S SimA b8: 14 MiB a block with v
+ * alone handed over, 7 with all three). */
+static sf_tensor *sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order, unsigned handed) {
     attn_dims d = attn_check(q, k, v, "sima");
     int L = d.L, Nq = d.Nq, N = d.N, D = d.D;
     order = sf_sima_resolve(order, N, D);
@@ -456,7 +482,11 @@ static sf_tensor *sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_s
     } else {
         attn_free(g, mid, (size_t)par.nthr * per);
     }
-    if (v_last_use && keep16 && v != q && v != k) sf_tensor_release_data(g, v);
+    if (keep16 && q != k && k != v && q != v) { /* each copy is of one tensor */
+        if (handed & SF_SIMA_HAND_Q) sf_tensor_keep_bf16(g, q, q16);
+        if (handed & SF_SIMA_HAND_K) sf_tensor_keep_bf16(g, k, k16);
+        if (handed & SF_SIMA_HAND_V) sf_tensor_keep_bf16(g, v, v16);
+    }
     return o;
 }
 
@@ -464,8 +494,9 @@ sf_tensor *sf_sima(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_
     return sima(g, q, k, v, order, 0);
 }
 
-sf_tensor *sf_sima_last_use(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order) {
-    return sima(g, q, k, v, order, 1);
+sf_tensor *sf_sima_last_use(sf_ctx *g, sf_tensor *q, sf_tensor *k, sf_tensor *v, sf_sima_order order,
+                            unsigned handed) {
+    return sima(g, q, k, v, order, handed);
 }
 
 /* The backward follows the forward's order, reusing its saved S or U (attention.md#sima).
@@ -501,8 +532,9 @@ void sf_sima_backward(sf_ctx *g, sf_node *node) {
     for (int l = 0; l < L; l++) {
         float *dmid = dmid_all + (size_t)sf_thread_slot() * per;
         uint16_t *g16 = r16_all ? r16_all + (size_t)sf_thread_slot() * per16 : NULL, *dmid16 = g16 ? g16 + nq : NULL;
-        const float *ql = q->data + (size_t)l * nq, *kl = k->data + (size_t)l * nk;
-        const float *vl = v->data ? v->data + (size_t)l * nk : NULL; /* NULL: handed over, v16l serves */
+        /* NULL: handed over, the bf16 copy serves */
+        const float *ql = q->data ? q->data + (size_t)l * nq : NULL, *kl = k->data ? k->data + (size_t)l * nk : NULL;
+        const float *vl = v->data ? v->data + (size_t)l * nk : NULL;
         const uint16_t *q16l = slice16(sv->q16, l, nq), *k16l = slice16(sv->k16, l, nk), *v16l = slice16(sv->v16, l, nk);
         const float *gl = o->grad + (size_t)l * nq; // (Nq, D)
         const uint16_t *gl16 = round_once(g16, gl, nq);
@@ -673,7 +705,7 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
     float *dv = attn_grad_or_null(g, v), *dt = attn_grad_or_null(g, t);
     int broken = sf_break_backward("xca"); // teeth: dtau dropped, and the l2 norm's projection term in dk
     attn_par par = attn_par_begin(L);
-    size_t per = (size_t)D * D + 2 * (size_t)N * D + 2 * (size_t)D;
+    size_t per = (size_t)D * D + 2 * (size_t)N * D + COLNORM_SCRATCH(D);
     float *scratch = attn_alloc(g, (size_t)par.nthr * per);
     float *dtau = attn_alloc(g, (size_t)L); // (L) per-slice share of dtau, summed below
 #pragma omp parallel for schedule(static) if (par.on)
@@ -681,7 +713,7 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         float *da = scratch + (size_t)sf_thread_slot() * per; // (D, D) dP, then dA in place
         float *dqn = da + (size_t)D * D;                 // (N, D) dq̂
         float *dkn = dqn + (size_t)N * D;                // (N, D) dk̂
-        float *c = dkn + (size_t)N * D;                  // (2, D) scratch of the l2 backward
+        float *c = dkn + (size_t)N * D;                  // scratch of the l2 backward
         size_t nd = (size_t)l * N * D, dd = (size_t)l * D * D;
         int h = l % H;
         float tau = t->data[h];
@@ -698,11 +730,11 @@ void sf_xca_backward(sf_ctx *g, sf_node *node) {
         }
         if (dq) {
             sf_gemm_prec(0, 1, N, D, D, tau, kn, da, 0.0f, dqn); // dq̂ = k̂ (tau dA)^T
-            colnorm_backward(dq + nd, (size_t)D, c, dqn, qn, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
+            colnorm_backward(dq + nd, (size_t)D, c, dqn, (colnorm_y){.y32 = qn}, sv->sq + (size_t)l * D, N, D, 2, XCA_EPS, 0, 1);
         }
         if (dk) {
             sf_gemm_prec(0, 0, N, D, D, tau, qn, da, 0.0f, dkn); // dk̂ = q̂ (tau dA)
-            colnorm_backward(dk + nd, (size_t)D, c, dkn, kn, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
+            colnorm_backward(dk + nd, (size_t)D, c, dkn, (colnorm_y){.y32 = kn}, sv->sk + (size_t)l * D, N, D, 2, XCA_EPS, broken, 1);
         }
     }
     attn_par_end(par);

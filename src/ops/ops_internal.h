@@ -136,7 +136,8 @@ sf_tensor *sf_gelu_bf16_input(sf_ctx *g, sf_tensor *h);
  * gradient in one pass (sf_heads_split_gather, shape.c; 0 when that does not apply: x already
  * has a gradient). sf_heads_split_norm_slice_backward (attention.c): the gradient of slice
  * (b, h) of a heads_split_norm node written (acc 0) or added (acc 1) at its place in x's
- * gradient dx; scratch holds 2 D floats. */
+ * gradient dx; scratch holds COLNORM_SCRATCH(D) floats. */
+#define COLNORM_SCRATCH(D) ((size_t)3 * (size_t)(D)) /* a, b and a row of y widened from bf16 */
 int sf_heads_split_gather(sf_ctx *g, sf_node *node);
 void sf_heads_split_norm_slice_backward(const sf_node *node, int b, int h, float *dx, float *scratch, int acc);
 

@@ -197,7 +197,8 @@ int sf_heads_split_gather(sf_ctx *g, sf_node *node) {
     int B = y->shape[0], H = y->shape[1], N = y->shape[2], D = y->shape[3];
     size_t W = (size_t)x->shape[2];
     float *dx = sf_arena_alloc(g->arena, x->numel * sizeof(float)); // (B, N, P*H*D)
-    float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * D * sizeof(float));
+    const size_t per = COLNORM_SCRATCH(D);
+    float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * per * sizeof(float));
     x->grad = dx;
 #pragma omp parallel for collapse(3) if (x->numel > SH_OMP_MIN)
     for (int b = 0; b < B; b++)
@@ -206,7 +207,7 @@ int sf_heads_split_gather(sf_ctx *g, sf_node *node) {
                 const sf_node *s = src[p];
                 const float *dy = s ? s->out->grad : NULL;
                 if (dy && s->op == SF_OP_HEADS_SPLIT_NORM) {
-                    sf_heads_split_norm_slice_backward(s, b, h, dx, scratch + (size_t)sf_thread_slot() * 2 * D, 0);
+                    sf_heads_split_norm_slice_backward(s, b, h, dx, scratch + (size_t)sf_thread_slot() * per, 0);
                     continue;
                 }
                 float *d = dx + (size_t)b * N * W + ((size_t)p * H + h) * D;
