@@ -159,13 +159,12 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
     return sf_conv2d(g, x, l->w, l->b, l->stride, l->pad, l->groups);
 }
 
-/* to_linear: the output goes only into a linear layer's last use (the *_to_linear ops).
- * No default: an activation added to SF_ACTS is a -Wswitch warning until it has a case. */
-static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x, int to_linear) {
+/* No default: an activation added to SF_ACTS is a -Wswitch warning until it has a case. */
+static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
     switch (act) {
-    case SF_ACT_GELU: return to_linear ? sf_gelu_to_linear(g, x) : sf_gelu(g, x);
-    case SF_ACT_RELU: return to_linear ? sf_relu_to_linear(g, x) : sf_relu(g, x);
-    case SF_ACT_QUICK_GELU: return to_linear ? sf_quick_gelu_to_linear(g, x) : sf_quick_gelu(g, x);
+    case SF_ACT_GELU: return sf_gelu(g, x);
+    case SF_ACT_RELU: return sf_relu(g, x);
+    case SF_ACT_QUICK_GELU: return sf_quick_gelu(g, x);
     case SF_ACT_COUNT: break;
     }
     SF_ASSERT(0, "activation %d", (int)act);
@@ -176,14 +175,27 @@ static sf_tensor *dropout(sf_ctx *g, sf_tensor *x, float p) {
     return p > 0 ? sf_dropout(g, x, p) : x;
 }
 
+/* The op of a model's activation. No default, as act_fwd. */
+static sf_op act_op(sf_act act) {
+    switch (act) {
+    case SF_ACT_GELU: return SF_OP_GELU;
+    case SF_ACT_RELU: return SF_OP_RELU;
+    case SF_ACT_QUICK_GELU: return SF_OP_QUICK_GELU;
+    case SF_ACT_COUNT: break;
+    }
+    SF_ASSERT(0, "activation %d", (int)act);
+    return SF_OP_NONE;
+}
+
 /* timm Mlp: fc2(drop(act(fc1 x))) then drop. Every activation's backward reads its input
  * and dropout's its mask, so the activation's output is dead once fc2 (or dropout) read it;
  * without dropout fc2 is its only reader, so in bf16 it is made in bf16 alone. */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x) {
-    /* fc1's output goes only into the activation: with GELU and no dropout the two are one
-     * op, whose backward sums and rounds fc1's output gradient in one pass */
-    sf_tensor *a = l->act == SF_ACT_GELU && l->drop <= 0 ? sf_linear_gelu_to_linear(g, x, l->fc1.w, l->fc1.b)
-                                                         : act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x), l->drop <= 0);
+    /* fc1's output goes only into the activation: without dropout the two are one op, which
+     * keeps fc1's output in bf16 alone and whose backward sums and rounds fc1's output
+     * gradient in one pass */
+    sf_tensor *a = l->drop <= 0 ? sf_linear_act_to_linear(g, x, l->fc1.w, l->fc1.b, act_op(l->act))
+                                : act_fwd(g, l->act, mdl_linear_last_use(g, &l->fc1, x));
     sf_tensor *h = dropout(g, a, l->drop);
     if (h != a) sf_tensor_release_data(g, a);
     return dropout(g, mdl_linear_last_use(g, &l->fc2, h), l->drop);

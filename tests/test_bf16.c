@@ -30,11 +30,12 @@
  *    keeps q, k, v in bf16 alone exactly where its backward reads only the copies (bf16,
  *    training); a token normalization handed over so reads q̂'s copy in its backward (its dx
  *    is the formula on the rounded q̂, told apart from the formula on fp32 q̂).
- * 8. fc1 and its GELU as one op (sf_linear_gelu_to_linear, whose backward sums and rounds fc1's
- *    output gradient in one pass): the two ops' output and gradients bit for bit, with and
- *    without bias, trained or frozen weight, in every precision; in bf16 the fused op keeps
- *    fc1's output in bf16 alone, so the two ops are compared with that output rounded before
- *    the GELU reads it (its forward and its backward), and it fails if either reads fp32.
+ * 8. fc1 and its activation (GELU, QuickGELU, ReLU) as one op (sf_linear_act_to_linear, whose
+ *    backward sums and rounds fc1's output gradient in one pass): the two ops' output and
+ *    gradients bit for bit, with and without bias, trained or frozen weight, in every
+ *    precision; in bf16 the fused op keeps fc1's output in bf16 alone, so the two ops are
+ *    compared with that output rounded before the activation reads it (its forward and its
+ *    backward), and it fails if either reads fp32.
  * 9. sfvit bench --no-products (sf_products_skip): a skipped product leaves exactly beta C,
  *    for outputs filled by the calling thread (small, or inside a parallel region) and over
  *    the team (large), on fp32 products and bf16 ones on fp32 kernels.
@@ -774,7 +775,7 @@ static void test_norm_reads_copy(void) {
     printf("  token normalization handed to sima: its backward reads q̂'s bf16 copy\n");
 }
 
-/* ---- 8. fc1 + GELU as one op ---- */
+/* ---- 8. fc1 + its activation as one op ---- */
 
 enum { LG_LEAVES = 5 }; /* x, fc1's w and b, fc2's w and b */
 
@@ -783,7 +784,12 @@ typedef struct {
     size_t in_use; /* arena bytes held after fc1 and its GELU */
 } mlp_run;
 
-static mlp_run run_mlp(int fused, int bias, sf_tensor *const *leaves, const float *R) {
+/* The plain activation op for a linear layer, by op. */
+static sf_tensor *act_to_linear(sf_ctx *g, sf_tensor *h, sf_op op) {
+    return op == SF_OP_GELU ? sf_gelu_to_linear(g, h) : op == SF_OP_QUICK_GELU ? sf_quick_gelu_to_linear(g, h) : sf_relu_to_linear(g, h);
+}
+
+static mlp_run run_mlp(sf_op act, int fused, int bias, sf_tensor *const *leaves, const float *R) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = 1;
@@ -791,14 +797,14 @@ static mlp_run run_mlp(int fused, int bias, sf_tensor *const *leaves, const floa
     sf_tensor *x = sf_scale(&g, leaves[0], 1.0f), *b1 = bias ? leaves[2] : NULL;
     sf_tensor *a;
     if (fused) {
-        a = sf_linear_gelu_to_linear(&g, x, leaves[1], b1);
+        a = sf_linear_act_to_linear(&g, x, leaves[1], b1, act);
     } else {
         sf_tensor *h = sf_linear_last_use(&g, x, leaves[1], b1);
-        /* the fused op's h in bf16: rounded before the GELU, whose backward then reads it too
-         * (the linear layer's backward reads its input, never h) */
+        /* the fused op's h in bf16: rounded before the activation, whose backward then reads
+         * it too (the linear layer's backward reads its input, never h) */
         if (sf_precision_get() != SF_PREC_FP32)
             for (size_t i = 0; i < h->numel; i++) h->data[i] = sf_bf16_round(h->data[i]);
-        a = sf_gelu_to_linear(&g, h);
+        a = act_to_linear(&g, h, act);
     }
     const size_t in_use = sf_ctx_arena_in_use(&g);
     sf_tensor *y = sf_linear_last_use(&g, a, leaves[3], leaves[4]);
@@ -809,7 +815,7 @@ static mlp_run run_mlp(int fused, int bias, sf_tensor *const *leaves, const floa
     return r;
 }
 
-static void test_linear_gelu(void) {
+static void test_linear_act(void) {
     enum { B = 2, N = 70, C = 24, Hd = 96, O = 24 }; /* 140 rows: three blocks of the bias sum */
     sf_rng r;
     sf_rng_seed(&r, 17);
@@ -822,18 +828,20 @@ static void test_linear_gelu(void) {
         sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
         sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
         const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
-        for (int v = 0; v < 4; v++) {
-            const int bias = v & 1, frozen = v >> 1;
+        for (int v = 0; v < 12; v++) {
+            const int bias = v & 1, frozen = (v >> 1) & 1;
+            const sf_op act = (const sf_op[]){SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU}[v >> 2];
+            const char *an = sf_op_name(act);
             leaves[1]->requires_grad = !frozen;
-            mlp_run apart = run_mlp(0, bias, leaves, R), fused = run_mlp(1, bias, leaves, R);
+            mlp_run apart = run_mlp(act, 0, bias, leaves, R), fused = run_mlp(act, 1, bias, leaves, R);
             int same = !memcmp(apart.y, fused.y, B * N * O * sizeof(float));
             for (int i = 0; i < LG_LEAVES; i++) same = same && !memcmp(apart.grad[i], fused.grad[i], leaves[i]->numel * sizeof(float));
-            CHECK(same, "linear_gelu, %s, %s, %s fc1 weight: the two ops' output and gradients bit for bit", pn,
+            CHECK(same, "linear + %s, %s, %s, %s fc1 weight: the two ops' output and gradients bit for bit", an, pn,
                   bias ? "bias" : "no bias", frozen ? "frozen" : "trained");
             /* fc1's output (B N Hd) kept in bf16 alone: 2 bytes an element less than in fp32 */
             const size_t saved = apart.in_use - fused.in_use, half = (size_t)B * N * Hd * 2;
             CHECK(p > 0 ? saved >= half && saved < 2 * half : saved == 0,
-                  "linear_gelu, %s: the arena holds %zd bytes less with the fused op (fc1's output in %s: %zu)", pn,
+                  "linear + %s, %s: the arena holds %zd bytes less with the fused op (fc1's output in %s: %zu)", an, pn,
                   (ssize_t)saved, p > 0 ? "bf16 alone" : "fp32", p > 0 ? half : 0);
             free(apart.y), free(fused.y);
             for (int i = 0; i < LG_LEAVES; i++) free(apart.grad[i]), free(fused.grad[i]);
@@ -844,7 +852,7 @@ static void test_linear_gelu(void) {
     sf_precision_set(SF_PREC_FP32);
     for (int i = 0; i < LG_LEAVES; i++) gc_leaf_free(leaves[i]);
     free(R);
-    printf("  fc1 + GELU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
+    printf("  fc1 + GELU, QuickGELU, ReLU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
 }
 
 /* ---- 9. products skipped ---- */
@@ -916,7 +924,7 @@ int main(void) {
     test_products_choice();
     test_sima_copies();
     test_norm_reads_copy();
-    test_linear_gelu();
+    test_linear_act();
     test_products_skipped();
     return test_summary("bf16");
 }

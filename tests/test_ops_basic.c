@@ -95,33 +95,45 @@ static void test_linear(void) {
     free_all(in3, 3);
 }
 
-/* A linear layer into a GELU as one op (sf_linear_gelu_to_linear): its gradient (the GELU's
- * backward running the layer's), and the values of the two ops apart, bit for bit. x goes
- * through a copy so that the op's handed-over input is an activation, as in a model. */
-static sf_tensor *build_linear_gelu(sf_ctx *g, sf_tensor **in, void *u) {
-    (void)u;
-    return sf_linear_gelu_to_linear(g, sf_scale(g, in[0], 1.0f), in[1], in[2]);
+/* A linear layer into its activation as one op (sf_linear_act_to_linear): its gradient (the
+ * activation's backward running the layer's), and the values of the two ops apart, bit for
+ * bit. x goes through a copy so that the op's handed-over input is an activation, as in a
+ * model. user: the activation's op. */
+static sf_tensor *build_linear_act(sf_ctx *g, sf_tensor **in, void *u) {
+    return sf_linear_act_to_linear(g, sf_scale(g, in[0], 1.0f), in[1], in[2], *(const sf_op *)u);
 }
-static sf_tensor *build_linear_gelu_nobias(sf_ctx *g, sf_tensor **in, void *u) {
-    (void)u;
-    return sf_linear_gelu_to_linear(g, sf_scale(g, in[0], 1.0f), in[1], NULL);
+static sf_tensor *build_linear_act_nobias(sf_ctx *g, sf_tensor **in, void *u) {
+    return sf_linear_act_to_linear(g, sf_scale(g, in[0], 1.0f), in[1], NULL, *(const sf_op *)u);
 }
 
-static void test_linear_gelu(void) {
-    sf_tensor *in[3] = {LEAF(1, 3, 7, 5), LEAF(1, 4, 5), LEAF(1, 4)};
-    gradcheck("linear_gelu (3,7,5) x (4,5) + b", build_linear_gelu, NULL, in, 3, (gc_opts){0});
-    gradcheck("linear_gelu (3,7,5) x (4,5), no bias", build_linear_gelu_nobias, NULL, in, 2, (gc_opts){0});
-    free_all(in, 3);
-    /* more rows than one block of the bias sum, over the OpenMP threshold */
-    sf_tensor *big[3] = {LEAF(1, 2, 300, 33), LEAF(1, 129, 33), LEAF(1, 129)};
-    gradcheck("linear_gelu (2,300,33) x (129,33) + b", build_linear_gelu, NULL, big, 3, (gc_opts){0});
-    sf_ctx g;
-    sf_ctx_init(&g, 1 << 20);
-    sf_tensor *fused = sf_linear_gelu_to_linear(&g, sf_scale(&g, big[0], 1.0f), big[1], big[2]);
-    sf_tensor *apart = sf_gelu(&g, sf_linear(&g, big[0], big[1], big[2]));
-    CHECK(!memcmp(fused->data, apart->data, apart->numel * sizeof(float)), "linear_gelu forward: gelu(linear) bit for bit");
-    sf_ctx_free(&g);
-    free_all(big, 3);
+static void test_linear_act(void) {
+    const sf_op acts[] = {SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU};
+    for (int a = 0; a < 3; a++) {
+        sf_op act = acts[a];
+        const char *an = sf_op_name(act);
+        char name[96];
+        sf_tensor *in[3] = {LEAF(1, 3, 7, 5), LEAF(1, 4, 5), LEAF(1, 4)};
+        snprintf(name, sizeof name, "linear + %s (3,7,5) x (4,5) + b", an);
+        gradcheck(name, build_linear_act, &act, in, 3, (gc_opts){0});
+        snprintf(name, sizeof name, "linear + %s (3,7,5) x (4,5), no bias", an);
+        gradcheck(name, build_linear_act_nobias, &act, in, 2, (gc_opts){0});
+        free_all(in, 3);
+        /* more rows than one block of the bias sum, over the OpenMP threshold; not ReLU, whose
+         * 77 k outputs put some within a finite-difference step of its kink (its backward's
+         * bits against sf_relu's: tests/test_bf16.c) */
+        sf_tensor *big[3] = {LEAF(1, 2, 300, 33), LEAF(1, 129, 33), LEAF(1, 129)};
+        snprintf(name, sizeof name, "linear + %s (2,300,33) x (129,33) + b", an);
+        if (act != SF_OP_RELU) gradcheck(name, build_linear_act, &act, big, 3, (gc_opts){0});
+        sf_ctx g;
+        sf_ctx_init(&g, 1 << 20);
+        sf_tensor *fused = sf_linear_act_to_linear(&g, sf_scale(&g, big[0], 1.0f), big[1], big[2], act);
+        sf_tensor *h = sf_linear(&g, big[0], big[1], big[2]);
+        sf_tensor *apart = act == SF_OP_GELU ? sf_gelu(&g, h) : act == SF_OP_QUICK_GELU ? sf_quick_gelu(&g, h) : sf_relu(&g, h);
+        CHECK(!memcmp(fused->data, apart->data, apart->numel * sizeof(float)), "linear + %s forward: %s(linear) bit for bit",
+              an, an);
+        sf_ctx_free(&g);
+        free_all(big, 3);
+    }
 }
 
 typedef struct {
@@ -966,7 +978,7 @@ int main(void) {
     sf_rng_seed(&data_rng, 20240611);
     test_cross_entropy_bad_label();
     test_linear();
-    test_linear_gelu();
+    test_linear_act();
     test_matmul();
     test_add();
     test_broadcast();

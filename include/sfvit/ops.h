@@ -70,12 +70,13 @@ sf_tensor *sf_linear_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *
  * output as bf16 alone (y->data16, y->data NULL), the operand the linear layer's products
  * read, instead of fp32 values the layer would read back to convert (the same numbers, a
  * third of the memory traffic); in fp32 they are the plain op. */
-/* sf_gelu_to_linear(sf_linear_last_use(x, w, b)) for a linear layer whose output only that
- * GELU reads (an MLP's fc1): the same values in fp32; in bf16 the layer's output is stored in
- * bf16 alone (rounded once, as autocast stores it), and the GELU and its backward read it so.
- * The GELU's backward runs the layer's too, in one pass that sums the layer's output gradient
- * for db and, in bf16, rounds it for the two products without writing it in fp32. */
-sf_tensor *sf_linear_gelu_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b);
+/* sf_gelu_to_linear(sf_linear_last_use(x, w, b)) (act SF_OP_GELU; or SF_OP_QUICK_GELU,
+ * SF_OP_RELU) for a linear layer whose output only that activation reads (an MLP's fc1): the
+ * same values in fp32; in bf16 the layer's output is stored in bf16 alone (rounded once, as
+ * autocast stores it), and the activation and its backward read it so. The activation's
+ * backward runs the layer's too, in one pass that sums the layer's output gradient for db
+ * and, in bf16, rounds it for the two products without writing it in fp32. */
+sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, sf_op act);
 /* Batched product over equal leading dims: a (..., M, K) (or (..., K, M) if trans_a),
  * b (..., K, N) (or (..., N, K) if trans_b) -> (..., M, N). */
 sf_tensor *sf_matmul(sf_ctx *g, sf_tensor *a, sf_tensor *b, int trans_a, int trans_b);

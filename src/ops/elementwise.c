@@ -219,62 +219,34 @@ static sf_tensor *activation(sf_ctx *g, sf_tensor *x, sf_op op, act_block_fn f, 
 
 /* y = x Phi(x), with sf_fast_phif (|error| < 4e-7) instead of libm's scalar erff: the loop
  * vectorizes. */
-static void gelu_block(float *restrict y, const float *restrict x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float e;
-        y[i] = x[i] * sf_fast_phif(x[i], &e);
-    }
+static inline __attribute__((always_inline)) float gelu_value(float x) {
+    float e;
+    return x * sf_fast_phif(x, &e);
 }
+
+/* An activation's two block functions from its value: on fp32 x, and on bf16 x widened in
+ * the same loop (an MLP's fc1 output in bf16, sf_act_bf16_input): the same expression, so
+ * the same bits as widening first. */
+#define ACT_BLOCKS(name)                                                                       \
+    static void name##_block(float *restrict y, const float *restrict x, size_t n) {          \
+        _Pragma("omp simd") for (size_t i = 0; i < n; i++) y[i] = name##_value(x[i]);        \
+    }                                                                                          \
+    static void name##_block_bf16_in(float *restrict y, const uint16_t *restrict x, size_t n) { \
+        _Pragma("omp simd") for (size_t i = 0; i < n; i++) y[i] = name##_value(sf_from_bf16(x[i])); \
+    }
+ACT_BLOCKS(gelu)
 
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 0); }
 
 sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 1); }
 
-static void gelu_block_bf16_in(float *restrict y, const uint16_t *restrict x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        const float v = sf_from_bf16(x[i]);
-        float e;
-        y[i] = v * sf_fast_phif(v, &e);
-    }
-}
-
-/* h in fp32 is rounded to bf16 block by block in the GELU's pass, and its fp32 data given
- * back: the GELU, here and in the backward, reads the rounded values, as where oneDNN's
- * kernels wrote h in bf16. */
-sf_tensor *sf_gelu_bf16_input(sf_ctx *g, sf_tensor *h) {
-    SF_ASSERT(sf_precision_get() != SF_PREC_FP32 && (h->data || h->data16), "gelu_bf16_input: bf16 precision only");
-    sf_tensor *y = sf_tensor_for_linear(g, h->ndim, h->shape);
-    const size_t n = h->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
-    const float *hf = h->data;
-    uint16_t *h16 = hf ? sf_arena_alloc(g->arena, n * sizeof *h16) : h->data16;
-#pragma omp parallel for schedule(static) if (n > EW_OMP_MIN / 8)
-    for (size_t k = 0; k < blocks; k++) {
-        const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
-        if (hf) sf_bf16_convert(hf + lo, h16 + lo, m);
-        float block[AW_BLOCK];
-        gelu_block_bf16_in(block, h16 + lo, m);
-        sf_bf16_convert(block, y->data16 + lo, m);
-    }
-    if (hf) {
-        sf_tensor_release_data(g, h); /* the fp32 h alone: data16 is set below */
-        h->data16 = h16;
-    }
-    if (sf_needs_grad(g, &h, 1))
-        sf_tape_push(g, SF_OP_GELU, y, &h, 1);
-    else
-        sf_tensor_release_data(g, h); /* nothing reads h after this pass */
-    return y;
-}
-
 /* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
 void sf_gelu_backward(sf_ctx *g, sf_node *node) {
-    /* x made by a linear layer for this GELU alone (sf_linear_gelu_to_linear): both backwards
+    /* x made by a linear layer for this GELU alone (sf_linear_act_to_linear): both backwards
      * in one pass, in matmul.c */
     if (node->iarg[0]) {
-        sf_linear_gelu_backward(g, node, &g->tape[node->iarg[0] - 1]);
+        sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
         return;
     }
     const float *x = node->in[0]->data, *G = node->out->grad;
@@ -330,13 +302,11 @@ void sf_gelu_tanh_backward(sf_ctx *g, sf_node *node) {
     }
 }
 
-/* QuickGELU's slope: x·sigmoid(1.702 x) approximates x·Φ(x) (CvT's act_layer). */
-#define QUICK_GELU_K 1.702f
-
-static void quick_gelu_block(float *restrict y, const float *restrict x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + sf_fast_expf(-QUICK_GELU_K * x[i]));
+/* QuickGELU: x·sigmoid(1.702 x) approximates x·Φ(x) (CvT's act_layer). */
+static inline __attribute__((always_inline)) float quick_gelu_value(float x) {
+    return x / (1.0f + sf_fast_expf(-SF_QUICK_GELU_K * x));
 }
+ACT_BLOCKS(quick_gelu)
 
 sf_tensor *sf_quick_gelu(sf_ctx *g, sf_tensor *x) {
     return activation(g, x, SF_OP_QUICK_GELU, quick_gelu_block, 0);
@@ -346,9 +316,14 @@ sf_tensor *sf_quick_gelu_to_linear(sf_ctx *g, sf_tensor *x) {
 }
 
 /* Forward was y = x s, s = sigmoid(k x), k = 1.702, so with ds/dx = k s (1 − s):
- * dy/dx = s + k x s (1 − s) (docs/math/basic.md#quick-gelu). */
+ * dy/dx = s + k x s (1 − s) (docs/math/basic.md#quick-gelu, sf_quick_gelu_slope). */
 void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
+    if (node->iarg[0]) { /* x made by a linear layer for this activation alone */
+        sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
+        return;
+    }
     const float *x = node->in[0]->data, *G = node->out->grad;
+    SF_ASSERT(x, "quick_gelu backward: its input in bf16 alone belongs to the fused linear backward");
     int acc;
     float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
@@ -356,29 +331,84 @@ void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
     const float keep_slope = sf_break_backward("quick_gelu") ? 0.0f : 1.0f;
 #pragma omp parallel for simd if (parallel : n > EW_OMP_MIN / 8)
     for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        float s = 1.0f / (1.0f + sf_fast_expf(-QUICK_GELU_K * v));
-        float d = G[i] * (s + keep_slope * QUICK_GELU_K * v * s * (1.0f - s));
+        float d = G[i] * sf_quick_gelu_slope(x[i], keep_slope);
         dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
 }
 
-static void relu_block(float *restrict y, const float *restrict x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
+static inline __attribute__((always_inline)) float relu_value(float x) { return x > 0.0f ? x : 0.0f; }
+ACT_BLOCKS(relu)
 
 sf_tensor *sf_relu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_RELU, relu_block, 0); }
 sf_tensor *sf_relu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_RELU, relu_block, 1); }
 
 /* y = max(x, 0): dx += G [x > 0] (0 at x = 0, as torch). */
 void sf_relu_backward(sf_ctx *g, sf_node *node) {
+    if (node->iarg[0]) { /* x made by a linear layer for this activation alone */
+        sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
+        return;
+    }
     const float *x = node->in[0]->data, *G = node->out->grad;
+    SF_ASSERT(x, "relu backward: its input in bf16 alone belongs to the fused linear backward");
     int acc; /* a new dx is written, never read */
     float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
-    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + (x[i] > 0.0f ? G[i] : 0.0f);
+    for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + sf_relu_grad(x[i], G[i]);
+}
+
+/* ---- an MLP's activation of fc1's output (sf_linear_act_to_linear) ---- */
+
+typedef void (*act_block_bf16_fn)(float *restrict y, const uint16_t *restrict x, size_t n);
+
+/* The block functions of an activation a linear layer feeds as one op: on fp32 input (f) and
+ * on bf16 input (f16). */
+static void mlp_act_blocks(sf_op op, act_block_fn *f, act_block_bf16_fn *f16) {
+    switch (op) {
+    case SF_OP_GELU: *f = gelu_block, *f16 = gelu_block_bf16_in; return;
+    case SF_OP_QUICK_GELU: *f = quick_gelu_block, *f16 = quick_gelu_block_bf16_in; return;
+    case SF_OP_RELU: *f = relu_block, *f16 = relu_block_bf16_in; return;
+    default: break;
+    }
+    SF_ASSERT(0, "%s is not an activation a linear layer feeds as one op", sf_op_name(op));
+}
+
+sf_tensor *sf_act_to_linear(sf_ctx *g, sf_tensor *x, sf_op op) {
+    act_block_fn f;
+    act_block_bf16_fn f16;
+    mlp_act_blocks(op, &f, &f16);
+    return activation(g, x, op, f, 1);
+}
+
+/* h in fp32 is rounded to bf16 block by block in the activation's pass, and its fp32 data
+ * given back: the activation, here and in the backward, reads the rounded values, as where
+ * oneDNN's kernels wrote h in bf16. */
+sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
+    SF_ASSERT(sf_precision_get() != SF_PREC_FP32 && (h->data || h->data16), "act_bf16_input: bf16 precision only");
+    act_block_fn f;
+    act_block_bf16_fn f16;
+    mlp_act_blocks(op, &f, &f16);
+    sf_tensor *y = sf_tensor_for_linear(g, h->ndim, h->shape);
+    const size_t n = h->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
+    const float *hf = h->data;
+    uint16_t *h16 = hf ? sf_arena_alloc(g->arena, n * sizeof *h16) : h->data16;
+#pragma omp parallel for schedule(static) if (n > EW_OMP_MIN / 8)
+    for (size_t k = 0; k < blocks; k++) {
+        const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
+        if (hf) sf_bf16_convert(hf + lo, h16 + lo, m);
+        float block[AW_BLOCK];
+        f16(block, h16 + lo, m);
+        sf_bf16_convert(block, y->data16 + lo, m);
+    }
+    if (hf) {
+        sf_tensor_release_data(g, h); /* the fp32 h alone: data16 is set below */
+        h->data16 = h16;
+    }
+    if (sf_needs_grad(g, &h, 1))
+        sf_tape_push(g, op, y, &h, 1);
+    else
+        sf_tensor_release_data(g, h); /* nothing reads h after this pass */
+    return y;
 }
 
 sf_tensor *sf_elu1(sf_ctx *g, sf_tensor *x) {

@@ -169,31 +169,62 @@ void sf_linear_backward(sf_ctx *g, sf_node *node) {
  * backward reads (what autocast does with a linear layer's output): half the memory of
  * the widest activation of a ViT block (B N 4C), and half the bytes read by the GELU's two
  * passes. oneDNN's bf16 kernels write h so; on fp32 kernels the GELU's pass rounds it. */
-sf_tensor *sf_linear_gelu_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b) {
+sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, sf_op act) {
     const int bf16 = sf_precision_get() != SF_PREC_FP32;
     sf_tensor *h = linear(g, x, w, b, 1, bf16);
     const int lin = g->tape_len - 1; /* the linear layer's node, if it recorded one */
     const int lin_recorded = lin >= 0 && g->tape[lin].out == h;
-    sf_tensor *a = bf16 ? sf_gelu_bf16_input(g, h) : sf_gelu_to_linear(g, h);
-    /* h is read by nothing but the GELU: its backward runs the linear layer's too */
+    sf_tensor *a = bf16 ? sf_act_bf16_input(g, h, act) : sf_act_to_linear(g, h, act);
+    /* h is read by nothing but the activation: its backward runs the linear layer's too */
     if (lin_recorded && g->tape_len > 0 && g->tape[g->tape_len - 1].out == a) g->tape[g->tape_len - 1].iarg[0] = lin + 1;
     return a;
 }
 
-/* The GELU's backward (act: a = GELU(h)) and then the linear layer's (lin: h = x W^T + b) in
- * one pass over a's gradient: each block of COLSUM_ROWS rows of G = dL/dh is computed,
- * summed for db and, in bf16, rounded for the two products while in cache. G in fp32 is
- * written only where a product reads it (fp32, or bf16 without the two products); in bf16
- * its fp32 write and the read of colsum_convert are gone. The same values as the GELU's
- * backward, summed in the same blocks in the same order: sf_gelu's then sf_linear's bits. */
-void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
+/* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, h's row in fp32 (hv) or bf16 (h16,
+ * widened in the same loop), with the expression of the activation's own backward (its bits). */
+#define ACT_GRAD_LOOP(EXPR)                                                          \
+    do {                                                                             \
+        if (h16) {                                                                   \
+            _Pragma("omp simd") for (int o = 0; o < O; o++) {                         \
+                const float x = sf_from_bf16(h16[o]);                                \
+                row[o] = (EXPR);                                                     \
+            }                                                                        \
+        } else {                                                                     \
+            _Pragma("omp simd") for (int o = 0; o < O; o++) {                         \
+                const float x = hv[o];                                               \
+                row[o] = (EXPR);                                                     \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
+                         float keep) {
+    switch (op) {
+    case SF_OP_GELU: ACT_GRAD_LOOP(Ga[o] * sf_gelu_slope(x, keep)); return;
+    case SF_OP_QUICK_GELU: ACT_GRAD_LOOP(Ga[o] * sf_quick_gelu_slope(x, keep)); return;
+    case SF_OP_RELU: ACT_GRAD_LOOP(sf_relu_grad(x, Ga[o])); return;
+    default: break;
+    }
+    SF_ASSERT(0, "linear_act: %s", sf_op_name(op));
+}
+#undef ACT_GRAD_LOOP
+
+/* The activation's backward (act: a = f(h), f GELU, QuickGELU or ReLU) and then the linear
+ * layer's (lin: h = x W^T + b) in one pass over a's gradient: each block of COLSUM_ROWS rows
+ * of G = dL/dh is computed, summed for db and, in bf16, rounded for the two products while in
+ * cache. G in fp32 is written only where a product reads it (fp32, or bf16 without the two
+ * products); in bf16 its fp32 write and the read of colsum_convert are gone. The same values
+ * as the activation's backward, summed in the same blocks in the same order: the activation's
+ * then sf_linear's bits. */
+void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     sf_tensor *h = act->in[0], *b = lin->n_in > 2 ? lin->in[2] : NULL;
-    SF_ASSERT(lin->out == h && !h->grad, "linear_gelu: the GELU's input is not its linear layer's output alone");
+    SF_ASSERT(lin->out == h && !h->grad, "linear_act: the activation's input is not its linear layer's output alone");
     const int R = lin->iarg[0], O = lin->iarg[2];
     const size_t nG = (size_t)R * O;
     const float *Ga = act->out->grad, *hv = h->data;
-    const uint16_t *h16 = h->data16; /* h in bf16 alone (sf_gelu_bf16_input), or hv */
-    const float keep_pdf = sf_break_backward("gelu") ? 0.0f : 1.0f; /* teeth, as sf_gelu_backward */
+    const uint16_t *h16 = h->data16; /* h in bf16 alone (sf_act_bf16_input), or hv */
+    const sf_op op = (sf_op)act->op;
+    /* teeth, as the activation's own backward: GELU's x phi(x) term, QuickGELU's k x s (1 - s) */
+    const float keep = sf_break_backward(op == SF_OP_GELU ? "gelu" : op == SF_OP_QUICK_GELU ? "quick_gelu" : "") ? 0.0f : 1.0f;
     uint16_t *G16 = linear_wants_g16(lin) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
     float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
@@ -209,13 +240,7 @@ void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         for (int r = k * COLSUM_ROWS; r < r1; r++) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
-            if (h16) {
-#pragma omp simd
-                for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(sf_from_bf16(h16[at + o]), keep_pdf);
-            } else {
-#pragma omp simd
-                for (int o = 0; o < O; o++) row[o] = Ga[at + o] * sf_gelu_slope(hv[at + o], keep_pdf);
-            }
+            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep);
             if (p) {
 #pragma omp simd
                 for (int o = 0; o < O; o++) p[o] += row[o];

@@ -124,13 +124,28 @@ static inline __attribute__((always_inline)) float sf_gelu_slope(float x, float 
     return cdf + keep_pdf * x * 0.39894228040143267794f * e; /* 1/sqrt(2 pi) */
 }
 
-/* A linear layer whose output only a GELU reads (sf_linear_gelu_to_linear): the GELU's node
- * act runs the backward of both, lin's (matmul.c). */
-void sf_linear_gelu_backward(sf_ctx *g, sf_node *act, sf_node *lin);
-/* GELU of an MLP's fc1 output h in bf16 precision (sf_linear_gelu_to_linear): h in bf16 alone
- * (written so by oneDNN's kernels) or in fp32 (fp32 kernels: rounded here, in the same pass,
- * and its fp32 data given back); the GELU reads the rounded h, its output is bf16 alone. */
-sf_tensor *sf_gelu_bf16_input(sf_ctx *g, sf_tensor *h);
+/* QuickGELU, y = x s with s = sigmoid(k x), k = 1.702 (CvT's act_layer): its slope
+ * dy/dx = s + k x s (1 − s) (docs/math/basic.md#quick-gelu); keep_slope 0 drops the
+ * k x s (1 − s) term (the breaking-a-backward variant). Shared as sf_gelu_slope is. */
+#define SF_QUICK_GELU_K 1.702f
+static inline __attribute__((always_inline)) float sf_quick_gelu_slope(float x, float keep_slope) {
+    const float s = 1.0f / (1.0f + sf_fast_expf(-SF_QUICK_GELU_K * x));
+    return s + keep_slope * SF_QUICK_GELU_K * x * s * (1.0f - s);
+}
+
+/* ReLU's gradient G [x > 0]: a select, so it is exactly G or +0 (0 at x = 0, as torch). */
+static inline __attribute__((always_inline)) float sf_relu_grad(float x, float G) { return x > 0.0f ? G : 0.0f; }
+
+/* A linear layer whose output only its activation reads (sf_linear_act_to_linear): the
+ * activation's node act (GELU, QuickGELU or ReLU) runs the backward of both, lin's (matmul.c). */
+void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
+/* The activation (SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU) of an MLP's fc1 output h in bf16
+ * precision (sf_linear_act_to_linear): h in bf16 alone (written so by oneDNN's kernels) or in
+ * fp32 (fp32 kernels: rounded here, in the same pass, and its fp32 data given back); the
+ * activation reads the rounded h, its output is bf16 alone. */
+sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op);
+/* The plain activation op's output for a linear layer (sf_gelu_to_linear, ...), by op. */
+sf_tensor *sf_act_to_linear(sf_ctx *g, sf_tensor *x, sf_op op);
 
 /* heads_split and heads_split_norm: the splits of one x recorded together write x's whole
  * gradient in one pass (sf_heads_split_gather, shape.c; 0 when that does not apply: x already
