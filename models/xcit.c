@@ -190,10 +190,10 @@ static sf_tensor *ca_forward(sf_ctx *g, const sf_model_cfg *c, const xcit_ca *a,
     sf_tensor *cls = mdl_linear_last_use(g, &a->proj, sf_heads_merge_to_linear(g, o));  // (B, 1, C)
     if (c->drop_rate > 0) cls = sf_dropout(g, cls, c->drop_rate);
     sf_tensor *att = sf_concat_tokens(g, cls, sf_slice_tokens(g, u, 1, N1 - 1));  // (B, N+1, C)
-    x = sf_add(g, x, sf_mul_broadcast(g, att, a->gamma1));
+    x = sf_add(g, x, sf_mul_broadcast_last_use(g, att, a->gamma1));
     x = mdl_ln_fwd(g, &a->norm2, x);  // tokens_norm = true: every token
-    sf_tensor *mc = sf_mul_broadcast(g, mdl_mlp_fwd(g, &a->mlp, sf_slice_tokens(g, x, 0, 1)),
-                                     a->gamma2);                         // (B, 1, C)
+    sf_tensor *mc = sf_mul_broadcast_last_use(g, mdl_mlp_fwd(g, &a->mlp, sf_slice_tokens(g, x, 0, 1)),
+                                              a->gamma2);  // (B, 1, C)
     return sf_add(g, x, sf_concat_tokens(g, mc, sf_slice_tokens(g, x, 1, N1 - 1)));
 }
 
@@ -225,16 +225,16 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         sf_tensor *in = t;
         sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
         sf_tensor *a = mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, t));
-        t = mdl_residual(g, t, sf_mul_broadcast(g, a, b->gamma1), b->drop_path);
+        t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, a, b->gamma1), b->drop_path);
         if (c->lpi) {
             /* code order (not the paper's): conv → GELU → BN → conv */
             sf_tensor *l = mdl_image_from_tokens(g, mdl_ln_fwd(g, &b->norm3, t), Hp, Wp);
             l = mdl_bn_fwd(g, &b->lpi_bn, sf_gelu(g, mdl_conv_fwd(g, &b->lpi1, l)));
             l = mdl_tokens_from_image(g, mdl_conv_fwd(g, &b->lpi2, l));
-            t = mdl_residual(g, t, sf_mul_broadcast(g, l, b->gamma3), b->drop_path);
+            t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, l, b->gamma3), b->drop_path);
         }
         sf_tensor *f = mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, t));
-        t = mdl_residual(g, t, sf_mul_broadcast(g, f, b->gamma2), b->drop_path);
+        t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, f, b->gamma2), b->drop_path);
         t = sf_scope_end(g, t, in);
     }
     t = sf_concat_tokens(g, x->cls_token, t);  // (B, N+1, C)

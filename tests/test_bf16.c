@@ -39,6 +39,9 @@
  * 9. sfvit bench --no-products (sf_products_skip): a skipped product leaves exactly beta C,
  *    for outputs filled by the calling thread (small, or inside a parallel region) and over
  *    the team (large), on fp32 products and bf16 ones on fp32 kernels.
+ * 10. XCiT's layer scale on a handed-over branch (sf_mul_broadcast_last_use): the plain op's
+ *    output and dx bit for bit; dγ from x kept in bf16 alone when training in bf16 (the plain
+ *    op's dγ on rounded x, not on fp32 x), from fp32 x in fp32; x released without gradients.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -855,6 +858,75 @@ static void test_linear_act(void) {
     printf("  fc1 + GELU, QuickGELU, ReLU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
 }
 
+/* ---- 10. layer scale with its input handed over ---- */
+
+typedef struct {
+    float *out, *dx, *dy;
+    int kept16, released; /* x after the forward: bf16 values alone / no values */
+} scale_run;
+
+static scale_run run_layer_scale(int last_use, int grad, int round_x, sf_tensor *const *leaves, const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = grad;
+    fresh_grads(leaves, 2);
+    sf_tensor *x = sf_scale(&g, leaves[0], 1.0f); /* an activation, which can be handed over */
+    if (round_x)
+        for (size_t i = 0; i < x->numel; i++) x->data[i] = sf_bf16_round(x->data[i]);
+    sf_tensor *y = last_use ? sf_mul_broadcast_last_use(&g, x, leaves[1]) : sf_mul_broadcast(&g, x, leaves[1]);
+    scale_run r = {.kept16 = !x->data && x->data16, .released = !x->data && !x->data16};
+    r.out = copy_floats(y->data, y->numel);
+    if (grad) sf_backward_seeded(&g, y, R);
+    r.dx = copy_floats(leaves[0]->grad, leaves[0]->numel);
+    r.dy = copy_floats(leaves[1]->grad, leaves[1]->numel);
+    sf_ctx_free(&g);
+    return r;
+}
+
+/* XCiT's layer scale on a handed-over branch (sf_mul_broadcast_last_use): the output and dx
+ * of sf_mul_broadcast bit for bit; dγ reads x in bf16 alone where training in bf16 (the bits
+ * of sf_mul_broadcast on x rounded, and not those on fp32 x), fp32 x in fp32 training, and x
+ * is released where nothing reads it (no gradients). */
+static void test_layer_scale(void) {
+    enum { B = 3, N = 50, C = 40 };
+    sf_rng r;
+    sf_rng_seed(&r, 31);
+    sf_tensor *leaves[2] = {gc_leaf(3, (int[]){B, N, C}, 1), gc_leaf(1, (int[]){C}, 1)};
+    gc_fill_normal(leaves[0], &r, 1.0f), gc_fill_normal(leaves[1], &r, 0.1f);
+    float *R = malloc(B * N * C * sizeof(float));
+    for (int k = 0; k < B * N * C; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+    for (int p = 0; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
+        sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
+        sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+        const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
+        for (int grad = 0; grad < 2; grad++) {
+            scale_run plain = run_layer_scale(0, grad, 0, leaves, R), handed = run_layer_scale(1, grad, 0, leaves, R);
+            scale_run rounded = run_layer_scale(0, grad, 1, leaves, R);
+            const size_t nx = (size_t)B * N * C;
+            CHECK(!memcmp(plain.out, handed.out, nx * sizeof(float)) && !memcmp(plain.dx, handed.dx, nx * sizeof(float)),
+                  "layer scale, %s, %s: x handed over gives the output and dx of sf_mul_broadcast bit for bit", pn,
+                  grad ? "training" : "no gradients");
+            if (!grad) {
+                CHECK(handed.released, "layer scale, %s, no gradients: x released", pn);
+            } else if (p == 0) {
+                CHECK(!handed.kept16 && !handed.released && !memcmp(plain.dy, handed.dy, C * sizeof(float)),
+                      "layer scale, fp32, training: x kept in fp32, dγ of sf_mul_broadcast bit for bit");
+            } else {
+                CHECK(handed.kept16, "layer scale, %s, training: x kept in bf16 alone", pn);
+                CHECK(!memcmp(rounded.dy, handed.dy, C * sizeof(float)) && memcmp(plain.dy, handed.dy, C * sizeof(float)),
+                      "layer scale, %s, training: dγ is sf_mul_broadcast's on x rounded to bf16, not on fp32 x", pn);
+            }
+            scale_run *all[3] = {&plain, &handed, &rounded};
+            for (int i = 0; i < 3; i++) free(all[i]->out), free(all[i]->dx), free(all[i]->dy);
+        }
+    }
+    sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+    sf_precision_set(SF_PREC_FP32);
+    gc_leaf_free(leaves[0]), gc_leaf_free(leaves[1]);
+    free(R);
+    printf("  layer scale with x handed over: sf_mul_broadcast's bits, dγ from x in bf16 alone\n");
+}
+
 /* ---- 9. products skipped ---- */
 
 /* C (M x N) after one skipped product with this beta, from C = 1 + (i mod 7) and finite
@@ -926,5 +998,6 @@ int main(void) {
     test_norm_reads_copy();
     test_linear_act();
     test_products_skipped();
+    test_layer_scale();
     return test_summary("bf16");
 }

@@ -87,6 +87,11 @@ sf_tensor *sf_add(sf_ctx *g, sf_tensor *a, sf_tensor *b);            /* same sha
 sf_tensor *sf_add_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
 /* x * y, y broadcast over x's leading dims as above (layer scale gamma (C)). */
 sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y);
+/* The same for an x that nothing reads afterwards (a branch into XCiT's layer scale): the
+ * output from fp32 x as above; x's values are then needed only for y's gradient, so x is
+ * released where that is not computed, and in bf16 precision kept as a bf16 copy alone
+ * (sf_tensor_keep_bf16), which y's gradient reads, as autocast's saved bf16 x. */
+sf_tensor *sf_mul_broadcast_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *y);
 sf_tensor *sf_scale(sf_ctx *g, sf_tensor *x, float s);
 sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x);       /* exact (erf) */
 sf_tensor *sf_gelu_tanh(sf_ctx *g, sf_tensor *x);  /* tanh approximation (SOFT MLP) */

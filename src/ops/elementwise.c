@@ -90,7 +90,7 @@ static size_t broadcast_rows(const char *op, const sf_tensor *x, const sf_tensor
  * contiguous slice once (a column-at-a-time walk would reread every cache line 16 times);
  * disjoint blocks mean no atomics. */
 #define COLSUM_BLOCK 64
-static void colsum_acc(float *dst, const float *src, const float *w, size_t R, size_t Y) {
+static void colsum_acc(float *dst, const float *src, const float *w, const uint16_t *w16, size_t R, size_t Y) {
     size_t nblk = (Y + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
 #pragma omp parallel for if (R * Y > EW_OMP_MIN && nblk > 1)
     for (size_t blk = 0; blk < nblk; blk++) {
@@ -101,6 +101,9 @@ static void colsum_acc(float *dst, const float *src, const float *w, size_t R, s
             if (w) {
                 const float *wr = w + r * Y + j0;
                 for (size_t j = 0; j < nj; j++) acc[j] += sr[j] * wr[j];
+            } else if (w16) { /* the weights kept in bf16 alone */
+                const uint16_t *wr = w16 + r * Y + j0;
+                for (size_t j = 0; j < nj; j++) acc[j] += sr[j] * sf_from_bf16(wr[j]);
             } else {
                 for (size_t j = 0; j < nj; j++) acc[j] += sr[j];
             }
@@ -125,7 +128,7 @@ void sf_add_broadcast_backward(sf_ctx *g, sf_node *node) {
     sf_tensor *x = node->in[0], *y = node->in[1];
     const float *G = node->out->grad; // (R, Y)
     size_t Y = y->numel, R = x->numel / Y;
-    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, NULL, R, Y);
+    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, NULL, NULL, R, Y);
     if (x->requires_grad) {
         int acc;
         float *dx = sf_grad_dst(g, x, &acc);
@@ -138,16 +141,32 @@ void sf_add_broadcast_backward(sf_ctx *g, sf_node *node) {
     }
 }
 
-sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y) {
+/* last_use: x is handed over. Its backward reads x only for dy, so x is released where no
+ * dy is computed, and in bf16 precision kept as a bf16 copy (written in the same pass) for dy. */
+static sf_tensor *mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y, int last_use) {
     size_t R = broadcast_rows("mul_broadcast", x, y), Y = y->numel;
     sf_tensor *out = sf_tensor_like(g, x); // (R, Y)
-#pragma omp parallel for if (R * Y > EW_OMP_MIN)
-    for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < Y; j++) out->data[r * Y + j] = x->data[r * Y + j] * y->data[j];
     sf_tensor *in[2] = {x, y};
-    if (sf_needs_grad(g, in, 2)) sf_tape_push(g, SF_OP_MUL_BROADCAST, out, in, 2);
+    const int rec = sf_needs_grad(g, in, 2), x_for_dy = rec && y->requires_grad;
+    uint16_t *x16 = last_use && x_for_dy && sf_precision_get() != SF_PREC_FP32
+                        ? sf_arena_alloc(g->arena, x->numel * sizeof *x16)
+                        : NULL;
+#pragma omp parallel for if (R * Y > EW_OMP_MIN)
+    for (size_t r = 0; r < R; r++) {
+        const float *xr = x->data + r * Y;
+        for (size_t j = 0; j < Y; j++) out->data[r * Y + j] = xr[j] * y->data[j];
+        if (x16) sf_bf16_convert(xr, x16 + r * Y, Y);
+    }
+    if (rec) sf_tape_push(g, SF_OP_MUL_BROADCAST, out, in, 2);
+    if (x16)
+        sf_tensor_keep_bf16(g, x, x16);
+    else if (last_use && !x_for_dy)
+        sf_tensor_release_data(g, x);
     return out;
 }
+
+sf_tensor *sf_mul_broadcast(sf_ctx *g, sf_tensor *x, sf_tensor *y) { return mul_broadcast(g, x, y, 0); }
+sf_tensor *sf_mul_broadcast_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *y) { return mul_broadcast(g, x, y, 1); }
 
 /* out[r, j] = x[r, j] * y[j]: dx[r, j] += G[r, j] y[j]; dy[j] += sum_r G[r, j] x[r, j]. */
 void sf_mul_broadcast_backward(sf_ctx *g, sf_node *node) {
@@ -160,7 +179,7 @@ void sf_mul_broadcast_backward(sf_ctx *g, sf_node *node) {
         for (size_t r = 0; r < R; r++)
             for (size_t j = 0; j < Y; j++) dx[r * Y + j] += G[r * Y + j] * y->data[j];
     }
-    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, x->data, R, Y);
+    if (y->requires_grad) colsum_acc(sf_grad(g, y), G, x->data, x->data16, R, Y);
 }
 
 /* ---- scale ---- */
