@@ -159,6 +159,10 @@ sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
     return sf_conv2d(g, x, l->w, l->b, l->stride, l->pad, l->groups);
 }
 
+sf_tensor *mdl_conv_last_use(sf_ctx *g, const mdl_conv *l, sf_tensor *x) {
+    return sf_conv2d_last_use(g, x, l->w, l->b, l->stride, l->pad, l->groups);
+}
+
 /* No default: an activation added to SF_ACTS is a -Wswitch warning until it has a case. */
 static sf_tensor *act_fwd(sf_ctx *g, sf_act act, sf_tensor *x) {
     switch (act) {

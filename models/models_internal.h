@@ -78,6 +78,8 @@ sf_tensor *mdl_linear_last_use(sf_ctx *g, const mdl_linear *l, sf_tensor *x);
 sf_tensor *mdl_ln_fwd(sf_ctx *g, const mdl_ln *l, sf_tensor *x);
 sf_tensor *mdl_bn_fwd(sf_ctx *g, const mdl_bn *l, sf_tensor *x);
 sf_tensor *mdl_conv_fwd(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
+/* For an x nothing reads afterwards and that is no view of another tensor (sf_conv2d_last_use). */
+sf_tensor *mdl_conv_last_use(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
 /* The two take x over: the caller passes a tensor nothing else reads (a LayerNorm output),
  * and its data may be gone afterwards (mdl_linear_last_use). */
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x);

@@ -298,7 +298,9 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     for (int u = 0; u < 3; u++) {
         sf_scope_begin(g);  // evaluation: the unit's intermediates are scratch
         sf_tensor *in = u > 0 ? h : NULL; /* the caller's images stay theirs */
-        h = sf_scope_end(g, sf_relu(g, mdl_bn_fwd(g, &s->stem_bn[u], mdl_conv_fwd(g, &s->stem_conv[u], h))), in);
+        /* after the first unit h is the previous unit's ReLU output, made for this conv alone */
+        sf_tensor *y = u > 0 ? mdl_conv_last_use(g, &s->stem_conv[u], h) : mdl_conv_fwd(g, &s->stem_conv[u], h);
+        h = sf_scope_end(g, sf_relu(g, mdl_bn_fwd(g, &s->stem_bn[u], y)), in);
     }
     sf_tensor *x = NULL;
     for (int st = 0; st < 4; st++) {

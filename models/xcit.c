@@ -209,7 +209,8 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     for (int u = 0; u < x->n_units; u++) {
         sf_tensor *in = u > 0 ? h : NULL; /* the caller's images stay theirs */
         sf_scope_begin(g);  // evaluation: the unit's intermediates are scratch
-        h = mdl_bn_fwd(g, &x->pe_bn[u], mdl_conv_fwd(g, &x->pe_conv[u], h));
+        /* after the first unit h is the previous unit's GELU output, made for this conv alone */
+        h = mdl_bn_fwd(g, &x->pe_bn[u], u > 0 ? mdl_conv_last_use(g, &x->pe_conv[u], h) : mdl_conv_fwd(g, &x->pe_conv[u], h));
         if (u < x->n_units - 1) h = sf_gelu(g, h);
         h = sf_scope_end(g, h, in);
     }

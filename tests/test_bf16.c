@@ -42,6 +42,9 @@
  * 10. XCiT's layer scale on a handed-over branch (sf_mul_broadcast_last_use): the plain op's
  *    output and dx bit for bit; dγ from x kept in bf16 alone when training in bf16 (the plain
  *    op's dγ on rounded x, not on fp32 x), from fp32 x in fp32; x released without gradients.
+ * 11. A convolution with its input handed over (sf_conv2d_last_use): the plain op's output and
+ *    gradients bit for bit (im2col 3x3, strided with groups, pointwise, and depthwise), x kept
+ *    in bf16 alone where training in bf16 on the im2col path, released with a frozen weight.
  */
 #include "gradcheck.h"
 #include "sfvit/precision.h"
@@ -927,6 +930,82 @@ static void test_layer_scale(void) {
     printf("  layer scale with x handed over: sf_mul_broadcast's bits, dγ from x in bf16 alone\n");
 }
 
+/* ---- 11. a convolution with its input handed over ---- */
+
+typedef struct {
+    float *out, *grad[3];
+    int kept16, kept32, released; /* x after the forward */
+} conv_run;
+
+static conv_run run_conv(int last_use, int grad, sf_tensor *const *leaves, int stride, int pad, int groups,
+                         const float *R) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = grad;
+    fresh_grads(leaves, 3);
+    sf_tensor *x = sf_scale(&g, leaves[0], 1.0f); /* an activation, which can be handed over */
+    sf_tensor *y = last_use ? sf_conv2d_last_use(&g, x, leaves[1], leaves[2], stride, pad, groups)
+                            : sf_conv2d(&g, x, leaves[1], leaves[2], stride, pad, groups);
+    conv_run r = {.kept16 = !x->data && x->data16, .kept32 = x->data && !x->data16, .released = !x->data && !x->data16};
+    r.out = copy_floats(y->data, y->numel);
+    if (grad) sf_backward_seeded(&g, y, R);
+    copy_grads(r.grad, leaves, 3);
+    sf_ctx_free(&g);
+    return r;
+}
+
+/* sf_conv2d_last_use gives sf_conv2d's output and every gradient bit for bit (its backward's
+ * bf16 columns built from x's bf16 copy are those built from x), keeps x in bf16 alone where
+ * training in bf16 on the im2col path, in fp32 in fp32 training and on the depthwise path, and
+ * releases it where no dW is computed (frozen weight). */
+static void test_conv_last_use(void) {
+    enum { B = 2, C = 4, H = 9, W = 9, O = 6 };
+    const struct {
+        const char *name;
+        int k, stride, pad, groups, cout, im2col;
+    } cases[] = {{"3x3", 3, 1, 1, 1, O, 1}, {"3x3 stride 2 groups 2", 3, 2, 1, 2, O, 1},
+                 {"1x1 pointwise", 1, 1, 0, 1, O, 1}, {"3x3 depthwise", 3, 1, 1, C, C, 0}};
+    sf_rng r;
+    sf_rng_seed(&r, 37);
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int k = cases[ci].k, Co = cases[ci].cout, Ho = (H + 2 * cases[ci].pad - k) / cases[ci].stride + 1;
+        sf_tensor *leaves[3] = {gc_leaf(4, (int[]){B, C, H, W}, 1), gc_leaf(4, (int[]){Co, C / cases[ci].groups, k, k}, 1),
+                                gc_leaf(1, (int[]){Co}, 1)};
+        for (int i = 0; i < 3; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+        const size_t ny = (size_t)B * Co * Ho * Ho;
+        float *R = malloc(ny * sizeof(float));
+        for (size_t i = 0; i < ny; i++) R[i] = 2.0f * sf_rng_uniform(&r) - 1.0f;
+        for (int p = 0; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
+            sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
+            sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
+            const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
+            for (int v = 0; v < 3; v++) { /* training, frozen weight, no gradients */
+                const int grad = v < 2, frozen = v == 1;
+                leaves[1]->requires_grad = !frozen;
+                conv_run plain = run_conv(0, grad, leaves, cases[ci].stride, cases[ci].pad, cases[ci].groups, R);
+                conv_run handed = run_conv(1, grad, leaves, cases[ci].stride, cases[ci].pad, cases[ci].groups, R);
+                const char *vn = v == 0 ? "training" : v == 1 ? "frozen weight" : "no gradients";
+                int same = !memcmp(plain.out, handed.out, ny * sizeof(float));
+                for (int i = 0; i < 3; i++) same = same && !memcmp(plain.grad[i], handed.grad[i], leaves[i]->numel * sizeof(float));
+                CHECK(same, "conv %s, %s, %s: x handed over gives sf_conv2d's output and gradients bit for bit", cases[ci].name,
+                      pn, vn);
+                /* what x holds after the forward */
+                const int want16 = cases[ci].im2col && v == 0 && p > 0, want_released = cases[ci].im2col && v == 1;
+                CHECK(want16 ? handed.kept16 : want_released ? handed.released : handed.kept32, "conv %s, %s, %s: x %s",
+                      cases[ci].name, pn, vn, want16 ? "kept in bf16 alone" : want_released ? "released" : "kept in fp32");
+                free(plain.out), free(handed.out);
+                for (int i = 0; i < 3; i++) free(plain.grad[i]), free(handed.grad[i]);
+            }
+            leaves[1]->requires_grad = 1;
+        }
+        sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+        sf_precision_set(SF_PREC_FP32);
+        for (int i = 0; i < 3; i++) gc_leaf_free(leaves[i]);
+        free(R);
+    }
+    printf("  convolution with x handed over: sf_conv2d's bits, x in bf16 alone on the im2col path\n");
+}
+
 /* ---- 9. products skipped ---- */
 
 /* C (M x N) after one skipped product with this beta, from C = 1 + (i mod 7) and finite
@@ -999,5 +1078,6 @@ int main(void) {
     test_linear_act();
     test_products_skipped();
     test_layer_scale();
+    test_conv_last_use();
     return test_summary("bf16");
 }

@@ -211,6 +211,13 @@ float sf_nr_last_residual(void);
 /* x (B, Cin, H, W), w (Cout, Cin/groups, kh, kw), b (Cout) or NULL. */
 sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
                      int groups);
+/* The same for an x that nothing reads afterwards (the input of a patch embedding's next
+ * convolution): on the im2col path, whose backward reads x only for dW, x is released where
+ * no dW is computed, and in bf16 precision kept as a bf16 copy alone (sf_tensor_keep_bf16),
+ * from which the backward's bf16 columns are the same. In fp32 training, and on the depthwise
+ * paths (their dW reads fp32 x), x is kept. */
+sf_tensor *sf_conv2d_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
+                              int groups);
 /* x (B, C, H, W), k x k window, stride s, no padding. */
 sf_tensor *sf_avgpool2d(sf_ctx *g, sf_tensor *x, int k, int stride);
 

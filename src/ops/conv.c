@@ -88,13 +88,15 @@ static inline float row_sum(const float *restrict a, int n) {
  * product reads: rounded once here instead of written in fp32 and rounded by the product, half
  * the bytes written and no second pass (XCiT's 48 -> 96 stem conv: 43 MB of fp32 columns a
  * step, each pass). */
-static void im2col(float *cols, uint16_t *cols16, const float *x, int C, const conv_geom *c) {
+static void im2col(float *cols, uint16_t *cols16, const float *x, const uint16_t *x16, int C, const conv_geom *c) {
     const int rows = C * c->kh * c->kw, HoWo = c->Ho * c->Wo;
     const size_t el = cols16 ? sizeof *cols16 : sizeof *cols;
 #pragma omp parallel for if ((size_t)rows * HoWo > CONV_OMP_MIN)
     for (int r = 0; r < rows; r++) {
         const int ch = r / (c->kh * c->kw), ki = (r / c->kw) % c->kh, kj = r % c->kw;
-        const float *src = x + (size_t)ch * c->H * c->W;
+        const size_t plane = (size_t)ch * c->H * c->W;
+        const float *src = x ? x + plane : NULL;
+        const uint16_t *src16 = x16 ? x16 + plane : NULL; /* x kept in bf16 alone (cols16 then) */
         int lo, hi;
         valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
         for (int oi = 0; oi < c->Ho; oi++) {
@@ -106,10 +108,15 @@ static void im2col(float *cols, uint16_t *cols16, const float *x, int C, const c
                 memset(d ? (void *)d : (void *)d16, 0, (size_t)c->Wo * el); /* bf16 zero is all bits 0 */
                 continue;
             }
-            const float *s = src + (size_t)ii * c->W;
+            const float *s = src ? src + (size_t)ii * c->W : NULL;
+            const uint16_t *s16 = src16 ? src16 + (size_t)ii * c->W : NULL;
             const int off = kj - c->pad; /* column oj reads s[oj·stride + off] */
             memset(d ? (void *)d : (void *)d16, 0, (size_t)lo * el);
-            if (d16 && c->stride == 1)
+            if (s16 && c->stride == 1)
+                memcpy(d16 + lo, s16 + lo + off, (size_t)(hi - lo) * sizeof *d16);
+            else if (s16)
+                for (int oj = lo; oj < hi; oj++) d16[oj] = s16[oj * c->stride + off];
+            else if (d16 && c->stride == 1)
                 row_to_bf16(d16 + lo, s + lo + off, hi - lo);
             else if (d16)
                 for (int oj = lo; oj < hi; oj++) d16[oj] = sf_to_bf16(s[oj * c->stride + off]);
@@ -458,8 +465,9 @@ sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int strid
     return conv_kernel_of(&c);
 }
 
-sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
-                     int groups) {
+/* last_use: x is handed over (sf_conv2d_last_use). */
+static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad, int groups,
+                         int last_use) {
     char bx[64], bw[64];
     SF_ASSERT(x->ndim == 4 && w->ndim == 4 && groups >= 1 && stride >= 1 && pad >= 0 &&
                   x->shape[1] % groups == 0 && w->shape[0] % groups == 0 &&
@@ -523,7 +531,7 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
             uint16_t *cb16 = cols && bf16 ? (uint16_t *)cols + at : NULL;
             for (int gr = 0; gr < groups; gr++) {
                 const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
-                if (cols) im2col(cb, cb16, xg, c.Cg, &c);
+                if (cols) im2col(cb, cb16, xg, NULL, c.Cg, &c);
                 const size_t woff = (size_t)gr * c.Og * K;
                 sf_gemm_prec_w(0, 0, c.Og, HoWo, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
                                cols ? cb : xg, cb16, 0.0f,
@@ -548,8 +556,27 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
         node->iarg[1] = pad;
         node->iarg[2] = groups;
         node->iarg[3] = (int)kernel;  // the backward takes the same path as the forward
+        /* The backward reads x only for dW, through im2col's columns, which are bf16 in bf16
+         * precision: a bf16 copy of x gives the same columns. */
+        if (last_use && kernel == SF_CONV_IM2COL) {
+            if (!w->requires_grad) {
+                sf_tensor_release_data(g, x);
+            } else if (sf_precision_get() != SF_PREC_FP32) {
+                uint16_t *x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
+                sf_bf16_convert(x->data, x16, x->numel);
+                sf_tensor_keep_bf16(g, x, x16);
+            }
+        }
     }
     return out;
+}
+
+sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad, int groups) {
+    return conv2d(g, x, w, b, stride, pad, groups, 0);
+}
+
+sf_tensor *sf_conv2d_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad, int groups) {
+    return conv2d(g, x, w, b, stride, pad, groups, 1);
 }
 
 /* In the forward pass this was: Y_bg = W_g · cols(x_bg) + b.
@@ -728,9 +755,12 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
             const uint16_t *Wg16 = w16 ? w16 + (size_t)gr * c.Og * K : NULL;
             if (g16) sf_bf16_convert(Gbg, g16, n_g16);
             if (dw && !(broken && bi != c.B - 1)) {
-                if (!pointwise) im2col(cols, cols16, x->data + xoff, c.Cg, &c);
-                sf_gemm_prec_w(0, 1, c.Og, K, HoWo, 1.0f, Gbg, g16, pointwise ? x->data + xoff : cols, cols16, 1.0f,
-                               dwt + (size_t)gr * c.Og * K);
+                /* x in fp32, or kept in bf16 alone (sf_conv2d_last_use) */
+                const float *xg = x->data ? x->data + xoff : NULL;
+                const uint16_t *xg16 = x->data ? NULL : x->data16 + xoff;
+                if (!pointwise) im2col(cols, cols16, xg, xg16, c.Cg, &c);
+                sf_gemm_prec_w(0, 1, c.Og, K, HoWo, 1.0f, Gbg, g16, pointwise ? xg : cols, pointwise ? xg16 : cols16,
+                               1.0f, dwt + (size_t)gr * c.Og * K);
             }
             if (dx) {
                 if (pointwise) {
