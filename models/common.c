@@ -325,16 +325,19 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
     return dropout(g, y, a->drop);
 }
 
-sf_tensor *mdl_tokens_from_image(sf_ctx *g, sf_tensor *x) {
+sf_tensor *mdl_tokens_from_image_last_use(sf_ctx *g, sf_tensor *x) {
     const int B = x->shape[0], C = x->shape[1], n = x->shape[2] * x->shape[3];
-    sf_tensor *r = sf_reshape(g, x, 3, (int[]){B, C, n});  // (B, C, n)
-    return sf_permute(g, r, (int[]){0, 2, 1});              // (B, n, C)
+    sf_tensor *r = sf_reshape(g, x, 3, (int[]){B, C, n});  // (B, C, n), x's memory
+    sf_tensor *t = sf_permute(g, r, (int[]){0, 2, 1});      // (B, n, C)
+    sf_tensor_release_data(g, x); /* r, its view, is read by nothing else either */
+    return t;
 }
 
-sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w) {
+sf_tensor *mdl_image_from_tokens_last_use(sf_ctx *g, sf_tensor *x, int h, int w) {
     const int B = x->shape[0], C = x->shape[2];
     SF_ASSERT(x->shape[1] == h * w, "tokens %d do not form a %dx%d grid", x->shape[1], h, w);
     sf_tensor *t = sf_permute(g, x, (int[]){0, 2, 1});  // (B, C, n)
+    sf_tensor_release_data(g, x);
     return sf_reshape(g, t, 4, (int[]){B, C, h, w});    // (B, C, h, w)
 }
 

@@ -244,7 +244,7 @@ static void cvt_free(sf_model *m) {
 
 /* Depthwise conv + BatchNorm of the grid image (B, C, h, w), back to tokens (B, n, C). */
 static sf_tensor *conv_proj(sf_ctx *g, const mdl_conv *conv, const mdl_bn *bn, sf_tensor *img) {
-    return mdl_tokens_from_image(g, mdl_bn_fwd(g, bn, mdl_conv_fwd(g, conv, img)));
+    return mdl_tokens_from_image_last_use(g, mdl_bn_fwd(g, bn, mdl_conv_fwd(g, conv, img)));
 }
 
 /* x (B, [1+]h·w, C), already normalized -> (B, [1+]h·w, C). */
@@ -253,7 +253,8 @@ static sf_tensor *cvt_attn_fwd(sf_ctx *g, sf_model *m, const cvt_attn *a, sf_ten
     const int N = x->shape[1], C = x->shape[2], D = C / a->H;
     sf_tensor *cls = has_cls ? sf_slice_tokens(g, x, 0, 1) : NULL;                  // (B, 1, C)
     sf_tensor *grid = has_cls ? sf_slice_tokens(g, x, 1, N - 1) : x;                // (B, h·w, C)
-    sf_tensor *img = mdl_image_from_tokens(g, grid, h, w);                          // (B, C, h, w)
+    if (cls) sf_tensor_release_data(g, x); /* its two slices are all that is read of it */
+    sf_tensor *img = mdl_image_from_tokens_last_use(g, grid, h, w);                 // (B, C, h, w)
     sf_tensor *q = conv_proj(g, &a->conv_q, &a->bn_q, img);                         // (B, h·w, C)
     sf_tensor *k = conv_proj(g, &a->conv_k, &a->bn_k, img);                         // (B, hk·wk, C)
     sf_tensor *v = conv_proj(g, &a->conv_v, &a->bn_v, img);                         // (B, hk·wk, C)
@@ -295,7 +296,7 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         const cvt_stage *st = &v->st[s];
         img = mdl_conv_fwd(g, &st->embed, img);  // (B, C, h, w)
         const int h = img->shape[2], w = img->shape[3];
-        x = mdl_ln_fwd(g, &st->embed_norm, mdl_tokens_from_image(g, img));  // (B, h·w, C)
+        x = mdl_ln_fwd(g, &st->embed_norm, mdl_tokens_from_image_last_use(g, img));  // (B, h·w, C)
         if (st->cls_token) x = sf_concat_tokens(g, st->cls_token, x);     // (B, 1+h·w, C)
         if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);
         for (int j = 0; j < st->depth; j++) {
@@ -307,7 +308,7 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             x = mdl_residual(g, x, mdl_mlp_fwd(g, &bk->mlp, mdl_ln_fwd(g, &bk->norm2, x)), bk->drop_path);
             x = sf_scope_end(g, x, in);
         }
-        if (s < CVT_STAGES - 1) img = mdl_image_from_tokens(g, x, h, w);
+        if (s < CVT_STAGES - 1) img = mdl_image_from_tokens_last_use(g, x, h, w);
     }
     /* the last stage has the cls token in front: LN of that token, then the classifier */
     const int C = c->embed_dims[CVT_STAGES - 1];

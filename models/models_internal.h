@@ -88,9 +88,13 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
 /* Part `part` of x (B, N, parts·C) split into H heads (B, H, N, D), normalized over tokens
  * by norm (SimA's q̂, k̂: l1 or l2 in the same pass as the split; none: the plain split). */
 sf_tensor *mdl_heads_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, sf_attn_norm norm, float eps);
-/* (B, C, h, w) <-> (B, h*w, C). */
-sf_tensor *mdl_tokens_from_image(sf_ctx *g, sf_tensor *x);
-sf_tensor *mdl_image_from_tokens(sf_ctx *g, sf_tensor *x, int h, int w);
+/* (B, C, h, w) <-> (B, h*w, C), a copy; x is handed over: its memory is given back once copied.
+ * Every caller's x is read by nothing else afterwards, and the op that made it does not read
+ * its output in its backward (a convolution, BatchNorm, LayerNorm, ReLU, a residual sum or a
+ * slice read their inputs or nothing): a (B, N, C) activation a block less to keep, in every
+ * precision (the permute's backward reads no data either). */
+sf_tensor *mdl_tokens_from_image_last_use(sf_ctx *g, sf_tensor *x);
+sf_tensor *mdl_image_from_tokens_last_use(sf_ctx *g, sf_tensor *x, int h, int w);
 /* x + DropPath(y) (drop path skipped when p == 0). */
 sf_tensor *mdl_residual(sf_ctx *g, sf_tensor *x, sf_tensor *y, float p);
 /* Records per-token l2 norms of q-hat / k-hat (B, H, N, D), element 0, tokens >= skip. */

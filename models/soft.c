@@ -305,11 +305,11 @@ static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     sf_tensor *x = NULL;
     for (int st = 0; st < 4; st++) {
         if (st > 0) {
-            h = mdl_image_from_tokens(g, x, h->shape[2], h->shape[3]);
+            h = mdl_image_from_tokens_last_use(g, x, h->shape[2], h->shape[3]);
             h = sf_relu(g, mdl_bn_fwd(g, &s->down_bn[st - 1], mdl_conv_fwd(g, &s->down_conv[st - 1], h)));
         }
         const int Hs = h->shape[2], Ws = h->shape[3], S = s->pos_grid[st];
-        x = mdl_tokens_from_image(g, h);  // (B, Hs·Ws, C)
+        x = mdl_tokens_from_image_last_use(g, h);  // (B, Hs·Ws, C)
         if (st < 3) {
             x = sf_add_broadcast(g, x, pos_resize(g, s->pos[st], S, Hs, Ws));
             if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);

@@ -95,7 +95,7 @@ static sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
     const sf_model_cfg *c = &m->cfg;
     vit_model *v = m->family;
     const int B = images->shape[0], C = c->embed_dim;
-    sf_tensor *x = mdl_tokens_from_image(g, mdl_conv_fwd(g, &v->patch, images));  // (B, N, C)
+    sf_tensor *x = mdl_tokens_from_image_last_use(g, mdl_conv_fwd(g, &v->patch, images));  // (B, N, C)
     x = sf_concat_tokens(g, v->cls_token, x);                                  // (B, N+1, C)
     x = sf_add_broadcast(g, x, v->pos_embed);
     if (c->drop_rate > 0) x = sf_dropout(g, x, c->drop_rate);

@@ -215,8 +215,8 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         h = sf_scope_end(g, h, in);
     }
     const int Hp = h->shape[2], Wp = h->shape[3];
-    sf_tensor *t = mdl_tokens_from_image(g, h);  // (B, N, C)
-    sf_tensor *pos = mdl_tokens_from_image(g, mdl_conv_fwd(g, &x->pos_proj, fourier_features(g, Hp, Wp)));
+    sf_tensor *t = mdl_tokens_from_image_last_use(g, h);  // (B, N, C)
+    sf_tensor *pos = mdl_tokens_from_image_last_use(g, mdl_conv_fwd(g, &x->pos_proj, fourier_features(g, Hp, Wp)));
     t = sf_add_broadcast(g, t, pos);  // pos (1, N, C)
     if (c->drop_rate > 0) t = sf_dropout(g, t, c->drop_rate);
     m->viz_h = m->viz_kh = Hp;
@@ -229,9 +229,9 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, a, b->gamma1), b->drop_path);
         if (c->lpi) {
             /* code order (not the paper's): conv → GELU → BN → conv */
-            sf_tensor *l = mdl_image_from_tokens(g, mdl_ln_fwd(g, &b->norm3, t), Hp, Wp);
+            sf_tensor *l = mdl_image_from_tokens_last_use(g, mdl_ln_fwd(g, &b->norm3, t), Hp, Wp);
             l = mdl_bn_fwd(g, &b->lpi_bn, sf_gelu(g, mdl_conv_fwd(g, &b->lpi1, l)));
-            l = mdl_tokens_from_image(g, mdl_conv_fwd(g, &b->lpi2, l));
+            l = mdl_tokens_from_image_last_use(g, mdl_conv_fwd(g, &b->lpi2, l));
             t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, l, b->gamma3), b->drop_path);
         }
         sf_tensor *f = mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, t));
