@@ -329,7 +329,8 @@ sf_tensor *mdl_tokens_from_image_last_use(sf_ctx *g, sf_tensor *x) {
     const int B = x->shape[0], C = x->shape[1], n = x->shape[2] * x->shape[3];
     sf_tensor *r = sf_reshape(g, x, 3, (int[]){B, C, n});  // (B, C, n), x's memory
     sf_tensor *t = sf_permute(g, r, (int[]){0, 2, 1});      // (B, n, C)
-    sf_tensor_release_data(g, x); /* r, its view, is read by nothing else either */
+    sf_tensor_release_data(g, x);
+    r->data = NULL; /* the view's memory went with x's */
     return t;
 }
 
