@@ -481,6 +481,8 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
     const int HoWo = c.Ho * c.Wo, K = c.Cg * c.kh * c.kw;
     const sf_conv_path kernel = conv_kernel_of(&c);
     sf_tensor *out = sf_tensor_new4(g, c.B, c.Cout, c.Ho, c.Wo);  // (B, Cout, Ho, Wo)
+    sf_tensor *ins[3] = {x, w, b};
+    uint16_t *x16 = NULL; /* x's bf16 copy, when it is kept alone (im2col path) */
 
     if (kernel == SF_CONV_CHANNELS_LAST) {
         const int C = c.Cin, k2 = c.kh * c.kw;
@@ -521,6 +523,12 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
          * scratch, one per thread when the images are shared out. */
         const int image_par = conv_image_parallel(&c, K), bf16 = sf_precision_get() != SF_PREC_FP32;
         const uint16_t *w16 = sf_bf16_weight(w); /* bf16 copy of this step, or NULL */
+        /* x handed over for a trained weight's dW: rounded once, here, and both passes' columns
+         * copied from the copy (the same bits as rounding in im2col); it becomes x's values below. */
+        if (last_use && bf16 && w->requires_grad && sf_needs_grad(g, ins, 3)) {
+            x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
+            sf_bf16_convert(x->data, x16, x->numel);
+        }
         const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
         const size_t cols_bytes = (image_par ? sf_thread_slots() : 1) * per_slot * (bf16 ? sizeof(uint16_t) : sizeof(float));
         void *cols = per_slot ? sf_arena_alloc(g->arena, cols_bytes) : NULL;
@@ -530,11 +538,13 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
             float *cb = cols && !bf16 ? (float *)cols + at : NULL;
             uint16_t *cb16 = cols && bf16 ? (uint16_t *)cols + at : NULL;
             for (int gr = 0; gr < groups; gr++) {
-                const float *xg = x->data + ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
-                if (cols) im2col(cb, cb16, xg, NULL, c.Cg, &c);
+                const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
+                const float *xg = x16 ? NULL : x->data + xoff;
+                const uint16_t *xg16 = x16 ? x16 + xoff : NULL;
+                if (cols) im2col(cb, cb16, xg, xg16, c.Cg, &c);
                 const size_t woff = (size_t)gr * c.Og * K;
                 sf_gemm_prec_w(0, 0, c.Og, HoWo, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
-                               cols ? cb : xg, cb16, 0.0f,
+                               cols ? cb : xg, cols ? cb16 : xg16, 0.0f,
                                out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
             }
         }
@@ -549,7 +559,6 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         }
     }
 
-    sf_tensor *ins[3] = {x, w, b};
     if (sf_needs_grad(g, ins, 3)) {
         sf_node *node = sf_tape_push(g, SF_OP_CONV2D, out, ins, b ? 3 : 2);
         node->iarg[0] = stride;
@@ -559,13 +568,10 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         /* The backward reads x only for dW, through im2col's columns, which are bf16 in bf16
          * precision: a bf16 copy of x gives the same columns. */
         if (last_use && kernel == SF_CONV_IM2COL) {
-            if (!w->requires_grad) {
+            if (!w->requires_grad)
                 sf_tensor_release_data(g, x);
-            } else if (sf_precision_get() != SF_PREC_FP32) {
-                uint16_t *x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
-                sf_bf16_convert(x->data, x16, x->numel);
+            else if (x16)
                 sf_tensor_keep_bf16(g, x, x16);
-            }
         }
     }
     return out;

@@ -419,10 +419,7 @@ sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
         f16(block, h16 + lo, m);
         sf_bf16_convert(block, y->data16 + lo, m);
     }
-    if (hf) {
-        sf_tensor_release_data(g, h); /* the fp32 h alone: data16 is set below */
-        h->data16 = h16;
-    }
+    if (hf) sf_tensor_keep_bf16(g, h, h16);
     if (sf_needs_grad(g, &h, 1))
         sf_tape_push(g, op, y, &h, 1);
     else
