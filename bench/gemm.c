@@ -7,10 +7,13 @@
  *
  * Prints one row per shape: GFLOP/s of each backend (median of ROUNDS, default 7) and the
  * ratio; the last column says which `SFVIT_GEMM=auto` would take (oneDNN only when it wins by
- * more than 10 % everywhere in the class). */
+ * more than 10 % everywhere in the class). Where oneDNN has native bf16, then the bf16 ceiling
+ * and small bf16 products on oneDNN's kernels against fp32 kernels, alone and one per thread:
+ * where SFVIT_BF16_SMALL_MACS's thresholds come from (src/ops/bf16.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 
 #include "sfvit/core.h"
 #include "sfvit/ops.h"
@@ -78,6 +81,108 @@ static double rate(product_fn f, const shape *s, const void *a, const void *b, f
     return 2.0 * s->M * s->N * s->K / med * 1e-9;
 }
 
+/* ---- small bf16 products: oneDNN's bf16 kernels against fp32 kernels on the bf16 values ----
+ * (sf_gemm_prec_w in bf16 precision, operands rounded from fp32 as an op's are) for the
+ * products below and around SFVIT_BF16_SMALL_MACS: alone on the team, and one per thread
+ * inside a parallel region, as the attention ops run a head's products. */
+static const shape small_shapes[] = {
+    {"fmnist class attention, a head (n=17, d=32)", 0, 1, 1, 17, 32},
+    {"fmnist class attention, a head (n=17, d=32)", 1, 0, 17, 32, 1},
+    {"fmnist SimA, a head (N=16, d=32)", 0, 1, 16, 16, 32},
+    {"fmnist SimA, a head (N=16, d=32)", 0, 0, 16, 32, 16},
+    {"fmnist SimA, a head (N=16, d=32)", 1, 0, 16, 32, 16},
+    {"fmnist patch conv 1 (1->24, 16x16), an image", 0, 0, 24, 256, 9},
+    {"fmnist patch conv 1 (1->24, 16x16), an image", 0, 1, 24, 9, 256},
+    {"fmnist class-token linear (B=8, C=96)", 0, 1, 8, 96, 96},
+    {"around the threshold in a parallel region", 0, 1, 96, 64, 16},
+    {"fmnist class-token linear (B=16, C=96)", 0, 1, 16, 96, 96},
+    {"fmnist class-token linear (B=32, C=96)", 0, 1, 32, 96, 96},
+    {"fmnist patch conv 2 (24->48, 8x8), an image", 0, 0, 48, 64, 216},
+    {"fmnist patch conv 2 (24->48, 8x8), an image", 0, 1, 48, 216, 64},
+    {"fmnist patch conv 2 (24->48, 8x8), an image", 1, 0, 216, 64, 48},
+    {"fmnist patch conv 3 (48->96, 4x4), an image", 0, 0, 96, 16, 432},
+    {"fmnist patch conv 3 (48->96, 4x4), an image", 1, 0, 432, 16, 96},
+    {"fmnist linear (B=4, C=96)", 0, 1, 64, 96, 96},
+    {"fmnist linear (B=8, C=96)", 0, 1, 128, 96, 96},
+    {"fmnist linear (B=8, C=96)", 0, 1, 128, 288, 96},
+    {"DeiT-S attention, a head (N=197, D=64)", 0, 1, 197, 197, 64},
+    {"fmnist linear (B=32, C=96)", 0, 1, 512, 96, 96},
+};
+
+static const shape *bf16_shape;
+static int run_bf16_on(sf_bf16_products k, const float *a, const float *b, float *c) {
+    sf_bf16_products_set(k);
+    sf_gemm_prec_w(bf16_shape->ta, bf16_shape->tb, bf16_shape->M, bf16_shape->N, bf16_shape->K, 1.0f, a, NULL, b,
+                   NULL, 0.0f, c);
+    return 0;
+}
+
+/* Microseconds a product, median of rounds: alone, or one per thread at once (per_thread). */
+static double small_us(sf_bf16_products k, const shape *s, const float *a, const float *b, float *c, int rounds,
+                       int per_thread) {
+    bf16_shape = s;
+    const size_t nc = (size_t)s->M * s->N;
+    const int reps = (int)(4e6 / ((double)s->M * s->N * s->K)) + 20;
+    double *t = sf_calloc((size_t)rounds, sizeof *t);
+    for (int r = -1; r < rounds; r++) { /* round -1: warm-up (primitives created) */
+        double t0 = sf_now();
+        if (per_thread) {
+#pragma omp parallel
+            {
+                float *cc = c + (size_t)omp_get_thread_num() * nc;
+                for (int i = 0; i < reps; i++) run_bf16_on(k, a, b, cc);
+            }
+        } else {
+            for (int i = 0; i < reps; i++) run_bf16_on(k, a, b, c);
+        }
+        if (r >= 0) t[r] = (sf_now() - t0) / reps * 1e6;
+    }
+    qsort(t, (size_t)rounds, sizeof *t, cmp_double);
+    const double med = t[rounds / 2];
+    free(t);
+    return med;
+}
+
+static void small_bf16_products(int rounds, int threads) {
+    printf("\nsmall bf16 products (bf16 precision, operands rounded from fp32), us a product: oneDNN's bf16 kernels "
+           "against fp32 kernels on the bf16 values; alone on %d threads, and one per thread at once\n", threads);
+    printf("%-46s %-5s %14s %9s %9s %7s %9s %9s %7s\n", "shape", "trans", "M x N x K", "oneDNN", "fp32", "ratio",
+           "oneDNN/t", "fp32/t", "ratio");
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof small_shapes / sizeof *small_shapes; i++) {
+        const shape *s = &small_shapes[i];
+        size_t n = (size_t)(s->M > s->K ? s->M : s->K) * (size_t)(s->N > s->K ? s->N : s->K);
+        if (n > most) most = n;
+    }
+    float *a = sf_aligned_alloc(most * sizeof(float)), *b = sf_aligned_alloc(most * sizeof(float));
+    float *c = sf_aligned_alloc(most * (size_t)threads * sizeof(float));
+    for (size_t i = 0; i < most; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+    const long small_was = sf_bf16_small_macs_get();
+    const sf_bf16_products products_was = sf_bf16_products_get();
+    sf_precision_set(SF_PREC_BF16);
+    sf_bf16_small_macs_set(0); /* every product where bf16_products says */
+    for (size_t i = 0; i < sizeof small_shapes / sizeof *small_shapes; i++) {
+        const shape *s = &small_shapes[i];
+        char mnk[40];
+        snprintf(mnk, sizeof mnk, "%dx%dx%d", s->M, s->N, s->K);
+        double us[4];
+        for (int per_thread = 0; per_thread < 2; per_thread++) {
+            us[2 * per_thread] = small_us(SF_BF16_PRODUCTS_ONEDNN, s, a, b, c, rounds, per_thread);
+            us[2 * per_thread + 1] = small_us(SF_BF16_PRODUCTS_FP32, s, a, b, c, rounds, per_thread);
+        }
+        printf("%-46s %d,%d   %14s %9.2f %9.2f %7.2f %9.2f %9.2f %7.2f\n", s->cls, s->ta, s->tb, mnk, us[0], us[1],
+               us[1] / us[0], us[2], us[3], us[3] / us[2]);
+    }
+    printf("(ratio: fp32 kernels' time over oneDNN's, below 1 where the fp32 kernels are faster; "
+           "SFVIT_BF16_SMALL_MACS is %ld)\n", small_was);
+    sf_bf16_small_macs_set(small_was);
+    sf_bf16_products_set(products_was);
+    sf_precision_set(SF_PREC_FP32);
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     if (rounds < 1) rounds = 7;
@@ -130,6 +235,7 @@ int main(int argc, char **argv) {
                rate(run_bf16, &shapes[2], a16, b16, c, rounds));
         free(a16);
         free(b16);
+        small_bf16_products(rounds, threads);
     } else {
         printf("bf16 product ceiling: no native bf16 (%s)\n", why);
     }

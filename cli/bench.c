@@ -45,6 +45,7 @@ typedef struct bench_result {
     /* oneDNN's kernels at the first timed step and after the last */
     sf_dnnl_kernel kernels_before[SF_DNNL_MAX_KERNELS], kernels_after[SF_DNNL_MAX_KERNELS];
     int n_kernels_before, n_kernels_after;
+    long small_runs, small_macs; /* bf16 products too small for oneDNN, on fp32 kernels (timed steps) */
 } bench_result;
 
 /* Timed training steps then inference batches of model m on the random batch (x, labels). */
@@ -63,6 +64,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         if (s == 0) {
             sf_dnnl_stats(&r->prims_warmup, NULL);
             r->n_kernels_before = sf_dnnl_kernels(r->kernels_before, SF_DNNL_MAX_KERNELS);
+            sf_bf16_small_stats(&r->small_runs, &r->small_macs);
             sf_profile_reset();
         }
         g.training = 1;
@@ -88,6 +90,9 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
     r->train_rss = cli_proc_status_mib("VmHWM");
     sf_dnnl_stats(&r->prims_total, &r->dnnl_runs);
     r->n_kernels_after = sf_dnnl_kernels(r->kernels_after, SF_DNNL_MAX_KERNELS);
+    long small_runs, small_macs;
+    sf_bf16_small_stats(&small_runs, &small_macs);
+    r->small_runs = small_runs - r->small_runs, r->small_macs = small_macs - r->small_macs;
     r->prims_warmup -= prims_before;
     r->prims_total -= prims_before;
     r->dnnl_runs -= runs_before;
@@ -117,7 +122,7 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
 /* The oneDNN kernels the timed training steps ran: products and share of oneDNN's multiply-adds
  * on each, and a warning when any of them is a slow (reference) kernel. */
 static void bench_report_kernels(const bench_result *r) {
-    long total = 0;
+    long total = 0, bf16_total = 0;
     long runs[SF_DNNL_MAX_KERNELS], macs[SF_DNNL_MAX_KERNELS];
     for (int i = 0; i < r->n_kernels_after; i++) {
         const sf_dnnl_kernel *k = &r->kernels_after[i];
@@ -126,7 +131,13 @@ static void bench_report_kernels(const bench_result *r) {
             if (r->kernels_before[j].bf16 == k->bf16 && !strcmp(r->kernels_before[j].impl, k->impl))
                 runs[i] -= r->kernels_before[j].runs, macs[i] -= r->kernels_before[j].macs;
         total += macs[i];
+        if (k->bf16) bf16_total += macs[i];
     }
+    if (r->small_runs > 0)
+        printf("  bf16 products too small for oneDNN, on fp32 kernels (SFVIT_BF16_SMALL_MACS=%ld): %ld in the timed "
+               "steps, %.1f%% of the bf16 products' MACs\n",
+               sf_bf16_small_macs_get(), r->small_runs,
+               100.0 * (double)r->small_macs / (double)(bf16_total + r->small_macs));
     if (total <= 0) return;
     printf("  oneDNN kernels in the timed steps:");
     long slow = 0;

@@ -60,8 +60,15 @@ static int check_pack_env(void) {
     return -1;
 }
 
+static int check_small_env(void) {
+    const char *e = getenv("SFVIT_BF16_SMALL_MACS");
+    if (sf_bf16_small_macs_parse(e) >= 0) return 0;
+    sf_error("SFVIT_BF16_SMALL_MACS=%s: expected a number of multiply-adds (0: every bf16 product on oneDNN), or unset", e);
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    if (check_gemm_env() != 0 || check_pack_env() != 0) return 2;
+    if (check_gemm_env() != 0 || check_pack_env() != 0 || check_small_env() != 0) return 2;
     choose_omp_wait_policy(argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);

@@ -16,6 +16,8 @@
  * bf16 (AVX2-only CPUs such as Zen 3, AVX-512 without BF16, no oneDNN). */
 #include "test_gemm_dnnl_common.h"
 
+#include <omp.h>
+
 static int in_precision(sf_precision p, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                         const float *B, float beta, float *C) {
     sf_precision_set(p);
@@ -221,6 +223,77 @@ static void test_packed_weights(int I, int O) {
     sf_ctx_free(&keep);
 }
 
+/* ---- products too small for oneDNN (SFVIT_BF16_SMALL_MACS) ----
+ * Below the threshold (inside a parallel region: below the smaller of it and 65536) a bf16
+ * product runs on fp32 kernels on its bf16 values: the emulation's bits, and no oneDNN product
+ * run; at or above it, on oneDNN. Plain and with a bias. */
+static long onednn_runs(void) {
+    long runs = 0;
+    sf_dnnl_stats(NULL, &runs);
+    return runs;
+}
+
+/* Runs M x N x K (ta 0, tb 1, as a linear layer's) in bf16, alone or one per thread in a
+ * region of two; 1 when oneDNN ran it, and checks the fp32 kernels' runs against the emulation. */
+static int small_product_on_onednn(int M, int N, int K, int bias, int in_region, const char *what) {
+    sf_rng r;
+    sf_rng_seed(&r, 11);
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    float *A = malloc(na * 4), *B = malloc(nb * 4), *b = malloc((size_t)N * 4);
+    float *C = malloc(2 * nc * 4), *E = malloc(nc * 4);
+    for (size_t i = 0; i < na; i++) A[i] = sf_rng_normal(&r);
+    for (size_t i = 0; i < nb; i++) B[i] = sf_rng_normal(&r);
+    for (int j = 0; j < N; j++) b[j] = sf_rng_normal(&r);
+    sf_precision_set(SF_PREC_BF16_EMULATED);
+    if (bias)
+        sf_gemm_prec_bias_w(0, 1, M, N, K, A, NULL, B, NULL, b, E);
+    else
+        sf_gemm_prec_w(0, 1, M, N, K, 1.0f, A, NULL, B, NULL, 0.0f, E);
+    sf_precision_set(SF_PREC_BF16);
+    const long before = onednn_runs();
+#pragma omp parallel num_threads(2) if (in_region)
+    {
+        float *c = C + (size_t)omp_get_thread_num() * nc;
+        if (bias)
+            sf_gemm_prec_bias_w(0, 1, M, N, K, A, NULL, B, NULL, b, c);
+        else
+            sf_gemm_prec_w(0, 1, M, N, K, 1.0f, A, NULL, B, NULL, 0.0f, c);
+    }
+    const long ran = onednn_runs() - before;
+    sf_precision_set(SF_PREC_FP32);
+    const int calls = in_region ? 2 : 1;
+    CHECK(ran == 0 || ran == calls, "%s %dx%dx%d: %ld of %d products on oneDNN", what, M, N, K, ran, calls);
+    if (ran == 0)
+        for (int t = 0; t < calls; t++)
+            CHECK(!memcmp(C + (size_t)t * nc, E, nc * 4), "%s %dx%dx%d on fp32 kernels: not the emulation's bits", what,
+                  M, N, K);
+    free(A), free(B), free(b), free(C), free(E);
+    return ran > 0;
+}
+
+static void test_small_products(void) {
+    sf_bf16_small_macs_set(1000000); /* the default */
+    for (int bias = 0; bias < 2; bias++) {
+        const char *what = bias ? "bias product" : "product";
+        CHECK(!small_product_on_onednn(64, 96, 96, bias, 0, what), "%s of 589824 multiply-adds on oneDNN", what);
+        CHECK(small_product_on_onednn(128, 96, 96, bias, 0, what), "%s of 1179648 multiply-adds not on oneDNN", what);
+        CHECK(!small_product_on_onednn(8, 64, 96, bias, 1, what), "%s of 49152 in a region on oneDNN", what);
+        CHECK(small_product_on_onednn(8, 96, 96, bias, 1, what), "%s of 73728 in a region not on oneDNN", what);
+        CHECK(small_product_on_onednn(64, 96, 96, bias, 1, what), "%s of 589824 in a region not on oneDNN", what);
+    }
+    sf_bf16_small_macs_set(40000); /* set lower than 65536: the region's threshold follows it */
+    CHECK(small_product_on_onednn(8, 64, 96, 0, 1, "product"), "49152 in a region under a threshold of 40000");
+    sf_bf16_small_macs_set(2000000);
+    CHECK(!small_product_on_onednn(128, 96, 96, 0, 0, "product"), "1179648 under a threshold of 2000000");
+    sf_bf16_small_macs_set(0);
+    CHECK(small_product_on_onednn(1, 17, 32, 0, 0, "product"), "threshold 0: a 1x17x32 product not on oneDNN");
+    CHECK(small_product_on_onednn(1, 17, 32, 1, 1, "bias product"), "threshold 0: in a region, not on oneDNN");
+    CHECK(sf_bf16_small_macs_parse(NULL) == 1000000 && sf_bf16_small_macs_parse("0") == 0 &&
+              sf_bf16_small_macs_parse("250000") == 250000 && sf_bf16_small_macs_parse("-1") == -1 &&
+              sf_bf16_small_macs_parse("1e6") == -1 && sf_bf16_small_macs_parse("many") == -1,
+          "SFVIT_BF16_SMALL_MACS values parsed wrong");
+}
+
 int main(void) {
     const char *why = NULL;
     if (!sf_dnnl_bf16_native(&why)) {
@@ -228,6 +301,8 @@ int main(void) {
         return 77;
     }
     sf_threads_init(0);
+    test_small_products();
+    sf_bf16_small_macs_set(0); /* the cases below are small: every one of them on oneDNN */
     /* the bound uses |A||B| of the unrounded operands: rounding changes them by at most 2u */
     compare_products("oneDNN bf16 vs emulation", native, emulated, 2.1 * 0x1p-24, 8 * 0x1p-24);
     test_bias();

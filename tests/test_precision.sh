@@ -10,7 +10,8 @@
 # - bad values are refused naming the key;
 # - bf16 training with the linear weights packed from fp32 (the default) gives the losses and
 #   final weights of SFVIT_PACK_WEIGHTS=0 (bf16 copies) bit for bit, where native; any other
-#   value of the variable is refused by name.
+#   value of the variable is refused by name; so is any SFVIT_BF16_SMALL_MACS that is not a
+#   count, and the start line says which products are too small for oneDNN's kernels.
 # - bf16_emulated training resumes bit-exactly at equal threads (losses step for step, final
 #   weights and moments), and differs from fp32 (the rounding is in effect);
 # - checkpoints interchange: an fp32 run resumed in bf16_emulated and a bf16_emulated run
@@ -105,6 +106,8 @@ else
   # bf16 copies (SFVIT_PACK_WEIGHTS=0): the same training, bit for bit.
   check "the start line says the linear weights are packed" \
     grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights packed from fp32 for products of 1024 rows or more" nfullonednn.log
+  check "the start line says which products are too small for oneDNN" \
+    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights .*, products of fewer than 1000000 multiply-adds (in a parallel region 65536) on fp32 kernels" nfullonednn.log
   SFVIT_PACK_WEIGHTS=0 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=ncopies train.epochs=2 train.precision=bf16 \
     train.bf16_products=onednn > ncopies.log 2>&1
   check "SFVIT_PACK_WEIGHTS=0: the start line says the weights are read from bf16 copies" \
@@ -119,6 +122,10 @@ out=$(SFVIT_PACK_WEIGHTS=yes "$SFVIT" train "$BASE" "${COMMON[@]}" train.precisi
 check "SFVIT_PACK_WEIGHTS=yes refused before starting (exit 2)" test $rc -eq 2
 check "SFVIT_PACK_WEIGHTS=yes: the message names the variable and its values" \
   grep -q "SFVIT_PACK_WEIGHTS=yes: expected 1 .* or 0" <<< "$out"
+out=$(SFVIT_BF16_SMALL_MACS=many "$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=bf16_emulated 2>&1); rc=$?
+check "SFVIT_BF16_SMALL_MACS=many refused before starting (exit 2)" test $rc -eq 2
+check "SFVIT_BF16_SMALL_MACS=many: the message names the variable and what it takes" \
+  grep -q "SFVIT_BF16_SMALL_MACS=many: expected a number of multiply-adds" <<< "$out"
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
 check "unknown precision names the key and the choices" grep -q "train.precision.*bf16_emulated" <<< "$out"

@@ -165,6 +165,19 @@ long sf_dnnl_weights_packed(void);
 void sf_bf16_pack_weights_set(int on);
 int sf_bf16_pack_weights_get(void);
 int sf_bf16_pack_weights_parse(const char *s);
+/* On oneDNN's bf16 kernels, a product (sf_gemm_prec_w, sf_gemm_prec_bias_w) of fewer
+ * multiply-adds (M N K) than this (inside a parallel region: than the smaller of it and 65536)
+ * runs on fp32 kernels on its bf16 values: the same exact products, summed in another order.
+ * SFVIT_BF16_SMALL_MACS, unset the default (1000000), 0 every product on oneDNN; set overrides
+ * the environment. parse: the count, or -1 for anything that is not a non-negative integer
+ * (the command refuses it). */
+#define SF_BF16_SMALL_MACS_PER_THREAD 65536L
+void sf_bf16_small_macs_set(long macs);
+long sf_bf16_small_macs_get(void);
+long sf_bf16_small_macs_parse(const char *s);
+/* Products run so far on fp32 kernels for being too small for oneDNN (all threads), and their
+ * multiply-adds. */
+void sf_bf16_small_stats(long *products, long *macs);
 /* Primitives created so far and products run (all threads): the cache works when created
  * stops growing after the first step. */
 void sf_dnnl_stats(long *created, long *executed);

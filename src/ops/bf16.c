@@ -393,6 +393,54 @@ int sf_bf16_pack_weights_get(void) {
 /* Products on oneDNN's bf16 kernels: bf16 precision with train.bf16_products onednn. */
 static int on_bf16_kernels(void) { return precision == SF_PREC_BF16 && bf16_products == SF_BF16_PRODUCTS_ONEDNN; }
 
+/* A product of fewer multiply-adds (M N K) than this runs on fp32 kernels on its bf16 values
+ * even there: the call into oneDNN costs more than such a product, and each of its shapes is a
+ * primitive held for the run (its heap and JIT code: the Fashion-MNIST model's 57 primitives
+ * hold 3.3 MiB). Measured per shape on Zen 5 by `build/bench/gemm` (docs/precision.md): a
+ * product alone on the team is faster on fp32 kernels up to 590 k multiply-adds (64 x 96 x 96:
+ * 0.61-0.69 of oneDNN's time), slower from 1.2 M (128 x 96 x 96: 1.39-1.6); one per thread
+ * inside a parallel region (a head's, an image's) oneDNN runs single-threaded and wins from
+ * about 74 k (8 x 96 x 96: even; 96 x 64 x 16: 1.9-2.4x), loses below (24 x 256 x 9: 0.7-0.9).
+ * Few products of a 224-pixel model's are this small (class attention's, a head's); most of
+ * the Fashion-MNIST model's are (per-head attention, per-image patch convolutions). SFVIT_BF16_SMALL_MACS sets the first (the
+ * second is the smaller of the two; 0: every product on oneDNN). */
+#define SMALL_MACS_ALONE 1000000L
+static long small_macs = -1;
+
+long sf_bf16_small_macs_parse(const char *s) {
+    if (!s || !*s) return SMALL_MACS_ALONE;
+    char *end;
+    const long v = strtol(s, &end, 10);
+    return *end || v < 0 ? -1 : v;
+}
+
+void sf_bf16_small_macs_set(long macs) { small_macs = macs; }
+
+long sf_bf16_small_macs_get(void) {
+    if (small_macs < 0) {
+        const char *e = getenv("SFVIT_BF16_SMALL_MACS");
+        const long v = sf_bf16_small_macs_parse(e);
+        if (v < 0) sf_warn("SFVIT_BF16_SMALL_MACS=%s is not a count: using %ld", e, SMALL_MACS_ALONE);
+        small_macs = v < 0 ? SMALL_MACS_ALONE : v;
+    }
+    return small_macs;
+}
+
+static long small_runs, small_run_macs; /* products too small for oneDNN, run on fp32 kernels */
+
+void sf_bf16_small_stats(long *products, long *macs) {
+    if (products) *products = __atomic_load_n(&small_runs, __ATOMIC_RELAXED);
+    if (macs) *macs = __atomic_load_n(&small_run_macs, __ATOMIC_RELAXED);
+}
+
+/* On oneDNN's bf16 kernels and large enough for them. */
+static int on_bf16_kernels_for(int M, int N, int K) {
+    if (!on_bf16_kernels()) return 0;
+    long small = sf_bf16_small_macs_get();
+    if (omp_in_parallel() && small > SF_BF16_SMALL_MACS_PER_THREAD) small = SF_BF16_SMALL_MACS_PER_THREAD;
+    return (long)M * N * K >= small;
+}
+
 void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     const uint16_t *A16, const float *B, const uint16_t *B16, float beta, float *C) {
     size_t na = (size_t)M * K, nb = (size_t)K * N; /* transposed or not, contiguous */
@@ -400,7 +448,11 @@ void sf_gemm_prec_w(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         f32_kernel(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
         return;
     }
-    if (!on_bf16_kernels()) {
+    if (!on_bf16_kernels_for(M, N, K)) {
+        if (on_bf16_kernels()) { /* too small for them: counted for sfvit bench */
+            __atomic_add_fetch(&small_runs, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&small_run_macs, (long)M * N * K, __ATOMIC_RELAXED);
+        }
         /* bf16 x bf16 is exact in fp32: fp32 kernels on the bf16 values give the same products */
         gemm_on_fp32_kernels(trans_a, trans_b, M, N, K, alpha, A, A16, B, B16, beta, C);
         return;
@@ -437,7 +489,7 @@ static void bias_on_bf16_kernels(int ta, int tb, int M, int N, int K, const floa
 
 void sf_gemm_prec_bias_w(int trans_a, int trans_b, int M, int N, int K, const float *A, const uint16_t *A16,
                          const float *B, const uint16_t *B16, const float *bias, float *C) {
-    if (on_bf16_kernels()) {
+    if (on_bf16_kernels_for(M, N, K)) {
         bias_on_bf16_kernels(trans_a, trans_b, M, N, K, A, A16, B, B16, bias, C, NULL);
         return;
     }
