@@ -224,49 +224,61 @@ static void test_packed_weights(int I, int O) {
 }
 
 /* ---- products too small for oneDNN (SFVIT_BF16_SMALL_MACS) ----
- * Below the threshold (inside a parallel region: below the smaller of it and 65536) a bf16
- * product runs on fp32 kernels on its bf16 values: the emulation's bits, and no oneDNN product
- * run; at or above it, on oneDNN. Plain and with a bias. */
+ * Below the threshold a bf16 product runs on fp32 kernels on its bf16 values: the emulation's
+ * bits, and no oneDNN product run; at or above it, on oneDNN. The threshold is
+ * SFVIT_BF16_SMALL_MACS for a product that oneDNN would split over a team, and the smaller of
+ * it and 65536 for one it would run on the calling thread: inside a parallel region, or with
+ * one thread. Plain and with a bias. */
 static long onednn_runs(void) {
     long runs = 0;
     sf_dnnl_stats(NULL, &runs);
     return runs;
 }
 
-/* Runs M x N x K (ta 0, tb 1, as a linear layer's) in bf16, alone or one per thread in a
- * region of two; 1 when oneDNN ran it, and checks the fp32 kernels' runs against the emulation. */
-static int small_product_on_onednn(int M, int N, int K, int bias, int in_region, const char *what) {
-    sf_rng r;
-    sf_rng_seed(&r, 11);
-    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
-    float *A = malloc(na * 4), *B = malloc(nb * 4), *b = malloc((size_t)N * 4);
-    float *C = malloc(2 * nc * 4), *E = malloc(nc * 4);
-    for (size_t i = 0; i < na; i++) A[i] = sf_rng_normal(&r);
-    for (size_t i = 0; i < nb; i++) B[i] = sf_rng_normal(&r);
-    for (int j = 0; j < N; j++) b[j] = sf_rng_normal(&r);
-    sf_precision_set(SF_PREC_BF16_EMULATED);
-    if (bias)
-        sf_gemm_prec_bias_w(0, 1, M, N, K, A, NULL, B, NULL, b, E);
-    else
-        sf_gemm_prec_w(0, 1, M, N, K, 1.0f, A, NULL, B, NULL, 0.0f, E);
-    sf_precision_set(SF_PREC_BF16);
-    const long before = onednn_runs();
-#pragma omp parallel num_threads(2) if (in_region)
+typedef enum { ON_TEAM, IN_REGION, ON_ONE_THREAD } product_place;
+static const char *const place_names[] = {"alone on a team of two", "one per thread in a region of two",
+                                          "alone on one thread"};
+
+/* C (one M x N block per thread of the region) = the product in precision p, where said. */
+static void product_at(sf_precision p, int M, int N, int K, const float *A, const float *B, const float *b,
+                       product_place where, float *C) {
+    omp_set_num_threads(where == ON_ONE_THREAD ? 1 : 2);
+    sf_precision_set(p);
+#pragma omp parallel if (where == IN_REGION)
     {
-        float *c = C + (size_t)omp_get_thread_num() * nc;
-        if (bias)
+        float *c = C + (size_t)omp_get_thread_num() * M * N;
+        if (b)
             sf_gemm_prec_bias_w(0, 1, M, N, K, A, NULL, B, NULL, b, c);
         else
             sf_gemm_prec_w(0, 1, M, N, K, 1.0f, A, NULL, B, NULL, 0.0f, c);
     }
-    const long ran = onednn_runs() - before;
     sf_precision_set(SF_PREC_FP32);
-    const int calls = in_region ? 2 : 1;
-    CHECK(ran == 0 || ran == calls, "%s %dx%dx%d: %ld of %d products on oneDNN", what, M, N, K, ran, calls);
+}
+
+/* Runs M x N x K (ta 0, tb 1, as a linear layer's) in bf16 where said; 1 when oneDNN ran it,
+ * and checks the fp32 kernels' runs against the emulation run the same way. */
+static int small_product_on_onednn(int M, int N, int K, int bias, product_place where) {
+    sf_rng r;
+    sf_rng_seed(&r, 11);
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    float *A = malloc(na * 4), *B = malloc(nb * 4), *b = malloc((size_t)N * 4);
+    float *C = malloc(2 * nc * 4), *E = malloc(2 * nc * 4);
+    for (size_t i = 0; i < na; i++) A[i] = sf_rng_normal(&r);
+    for (size_t i = 0; i < nb; i++) B[i] = sf_rng_normal(&r);
+    for (int j = 0; j < N; j++) b[j] = sf_rng_normal(&r);
+    const int threads_were = omp_get_max_threads();
+    product_at(SF_PREC_BF16_EMULATED, M, N, K, A, B, bias ? b : NULL, where, E);
+    const long before = onednn_runs();
+    product_at(SF_PREC_BF16, M, N, K, A, B, bias ? b : NULL, where, C);
+    const long ran = onednn_runs() - before;
+    omp_set_num_threads(threads_were);
+    const int calls = where == IN_REGION ? 2 : 1;
+    CHECK(ran == 0 || ran == calls, "%dx%dx%d %s: %ld of %d products on oneDNN", M, N, K, place_names[where], ran,
+          calls);
     if (ran == 0)
         for (int t = 0; t < calls; t++)
-            CHECK(!memcmp(C + (size_t)t * nc, E, nc * 4), "%s %dx%dx%d on fp32 kernels: not the emulation's bits", what,
-                  M, N, K);
+            CHECK(!memcmp(C + (size_t)t * nc, E + (size_t)t * nc, nc * 4),
+                  "%dx%dx%d %s on fp32 kernels: not the emulation's bits", M, N, K, place_names[where]);
     free(A), free(B), free(b), free(C), free(E);
     return ran > 0;
 }
@@ -275,19 +287,22 @@ static void test_small_products(void) {
     sf_bf16_small_macs_set(1000000); /* the default */
     for (int bias = 0; bias < 2; bias++) {
         const char *what = bias ? "bias product" : "product";
-        CHECK(!small_product_on_onednn(64, 96, 96, bias, 0, what), "%s of 589824 multiply-adds on oneDNN", what);
-        CHECK(small_product_on_onednn(128, 96, 96, bias, 0, what), "%s of 1179648 multiply-adds not on oneDNN", what);
-        CHECK(!small_product_on_onednn(8, 64, 96, bias, 1, what), "%s of 49152 in a region on oneDNN", what);
-        CHECK(small_product_on_onednn(8, 96, 96, bias, 1, what), "%s of 73728 in a region not on oneDNN", what);
-        CHECK(small_product_on_onednn(64, 96, 96, bias, 1, what), "%s of 589824 in a region not on oneDNN", what);
+        CHECK(!small_product_on_onednn(64, 96, 96, bias, ON_TEAM), "%s of 589824 on a team on oneDNN", what);
+        CHECK(small_product_on_onednn(128, 96, 96, bias, ON_TEAM), "%s of 1179648 on a team not on oneDNN", what);
+        CHECK(!small_product_on_onednn(8, 64, 96, bias, IN_REGION), "%s of 49152 in a region on oneDNN", what);
+        CHECK(small_product_on_onednn(8, 96, 96, bias, IN_REGION), "%s of 73728 in a region not on oneDNN", what);
+        CHECK(small_product_on_onednn(64, 96, 96, bias, IN_REGION), "%s of 589824 in a region not on oneDNN", what);
+        CHECK(!small_product_on_onednn(8, 64, 96, bias, ON_ONE_THREAD), "%s of 49152 on one thread on oneDNN", what);
+        CHECK(small_product_on_onednn(64, 96, 96, bias, ON_ONE_THREAD), "%s of 589824 on one thread not on oneDNN",
+              what);
     }
-    sf_bf16_small_macs_set(40000); /* set lower than 65536: the region's threshold follows it */
-    CHECK(small_product_on_onednn(8, 64, 96, 0, 1, "product"), "49152 in a region under a threshold of 40000");
+    sf_bf16_small_macs_set(40000); /* lower than 65536: the calling thread's threshold follows it */
+    CHECK(small_product_on_onednn(8, 64, 96, 0, IN_REGION), "49152 in a region under a threshold of 40000");
     sf_bf16_small_macs_set(2000000);
-    CHECK(!small_product_on_onednn(128, 96, 96, 0, 0, "product"), "1179648 under a threshold of 2000000");
+    CHECK(!small_product_on_onednn(128, 96, 96, 0, ON_TEAM), "1179648 on a team under a threshold of 2000000");
     sf_bf16_small_macs_set(0);
-    CHECK(small_product_on_onednn(1, 17, 32, 0, 0, "product"), "threshold 0: a 1x17x32 product not on oneDNN");
-    CHECK(small_product_on_onednn(1, 17, 32, 1, 1, "bias product"), "threshold 0: in a region, not on oneDNN");
+    CHECK(small_product_on_onednn(1, 17, 32, 0, ON_TEAM), "threshold 0: a 1x17x32 product not on oneDNN");
+    CHECK(small_product_on_onednn(1, 17, 32, 1, IN_REGION), "threshold 0: in a region, not on oneDNN");
     CHECK(sf_bf16_small_macs_parse(NULL) == 1000000 && sf_bf16_small_macs_parse("0") == 0 &&
               sf_bf16_small_macs_parse("250000") == 250000 && sf_bf16_small_macs_parse("-1") == -1 &&
               sf_bf16_small_macs_parse("1e6") == -1 && sf_bf16_small_macs_parse("many") == -1,

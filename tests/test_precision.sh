@@ -107,7 +107,7 @@ else
   check "the start line says the linear weights are packed" \
     grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights packed from fp32 for products of 1024 rows or more" nfullonednn.log
   check "the start line says which products are too small for oneDNN" \
-    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights .*, products of fewer than 1000000 multiply-adds (in a parallel region 65536) on fp32 kernels" nfullonednn.log
+    grep -q "^bf16 products: oneDNN's bf16 kernels (.*), linear weights .*, products of fewer than 1000000 multiply-adds split over the team (65536 on one thread) on fp32 kernels" nfullonednn.log
   SFVIT_PACK_WEIGHTS=0 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=ncopies train.epochs=2 train.precision=bf16 \
     train.bf16_products=onednn > ncopies.log 2>&1
   check "SFVIT_PACK_WEIGHTS=0: the start line says the weights are read from bf16 copies" \

@@ -96,7 +96,7 @@ static void bf16_products_report(double bf16, double fp32) {
     const long small = sf_bf16_small_macs_get();
     char small_s[128] = ", every product on them (SFVIT_BF16_SMALL_MACS=0)";
     if (small > 0)
-        snprintf(small_s, sizeof small_s, ", products of fewer than %ld multiply-adds (in a parallel region %ld) on fp32 kernels",
+        snprintf(small_s, sizeof small_s, ", products of fewer than %ld multiply-adds split over the team (%ld on one thread) on fp32 kernels",
                  small, small < SF_BF16_SMALL_MACS_PER_THREAD ? small : SF_BF16_SMALL_MACS_PER_THREAD);
     printf("bf16 products: oneDNN's bf16 kernels (train.bf16_products=onednn%s)%s%s\n", chosen,
            sf_bf16_pack_weights_get() ? ", linear weights packed from fp32 for products of 1024 rows or more"

@@ -166,8 +166,9 @@ void sf_bf16_pack_weights_set(int on);
 int sf_bf16_pack_weights_get(void);
 int sf_bf16_pack_weights_parse(const char *s);
 /* On oneDNN's bf16 kernels, a product (sf_gemm_prec_w, sf_gemm_prec_bias_w) of fewer
- * multiply-adds (M N K) than this (inside a parallel region: than the smaller of it and 65536)
- * runs on fp32 kernels on its bf16 values: the same exact products, summed in another order.
+ * multiply-adds (M N K) than this (inside a parallel region or on one thread, where oneDNN
+ * would not split it over a team: than the smaller of it and 65536) runs on fp32 kernels on
+ * its bf16 values: the same exact products, summed in another order.
  * SFVIT_BF16_SMALL_MACS, unset the default (1000000), 0 every product on oneDNN; set overrides
  * the environment. parse: the count, or -1 for anything that is not a non-negative integer
  * (the command refuses it). */

@@ -397,13 +397,15 @@ static int on_bf16_kernels(void) { return precision == SF_PREC_BF16 && bf16_prod
  * even there: the call into oneDNN costs more than such a product, and each of its shapes is a
  * primitive held for the run (its heap and JIT code: the Fashion-MNIST model's 57 primitives
  * hold 3.3 MiB). Measured per shape on Zen 5 by `build/bench/gemm` (docs/precision.md): a
- * product alone on the team is faster on fp32 kernels up to 590 k multiply-adds (64 x 96 x 96:
- * 0.61-0.69 of oneDNN's time), slower from 1.2 M (128 x 96 x 96: 1.39-1.6); one per thread
- * inside a parallel region (a head's, an image's) oneDNN runs single-threaded and wins from
- * about 74 k (8 x 96 x 96: even; 96 x 64 x 16: 1.9-2.4x), loses below (24 x 256 x 9: 0.7-0.9).
+ * product that oneDNN splits over a team of two is faster on fp32 kernels up to 590 k
+ * multiply-adds (64 x 96 x 96: 0.61-0.69 of oneDNN's time), slower from 1.2 M (128 x 96 x 96:
+ * 1.39-1.6); one that it runs on the calling thread alone (one per thread inside a parallel
+ * region, a head's or an image's; or any product on one thread) it wins from about 74 k
+ * (8 x 96 x 96: even; 96 x 64 x 16: 1.4-2.4x) and loses below (24 x 256 x 9: 0.54-0.9).
  * Few products of a 224-pixel model's are this small (class attention's, a head's); most of
- * the Fashion-MNIST model's are (per-head attention, per-image patch convolutions). SFVIT_BF16_SMALL_MACS sets the first (the
- * second is the smaller of the two; 0: every product on oneDNN). */
+ * the Fashion-MNIST model's are (per-head attention, per-image patch convolutions).
+ * SFVIT_BF16_SMALL_MACS sets the first (the second is the smaller of the two; 0: every
+ * product on oneDNN). */
 #define SMALL_MACS_ALONE 1000000L
 static long small_macs = -1;
 
@@ -433,11 +435,14 @@ void sf_bf16_small_stats(long *products, long *macs) {
     if (macs) *macs = __atomic_load_n(&small_run_macs, __ATOMIC_RELAXED);
 }
 
-/* On oneDNN's bf16 kernels and large enough for them. */
+/* On oneDNN's bf16 kernels and large enough for them. oneDNN splits a product over the team
+ * when there is one (called outside a parallel region, with more than one thread); otherwise
+ * it runs it on the calling thread. */
 static int on_bf16_kernels_for(int M, int N, int K) {
     if (!on_bf16_kernels()) return 0;
     long small = sf_bf16_small_macs_get();
-    if (omp_in_parallel() && small > SF_BF16_SMALL_MACS_PER_THREAD) small = SF_BF16_SMALL_MACS_PER_THREAD;
+    const int split = !omp_in_parallel() && omp_get_max_threads() > 1;
+    if (!split && small > SF_BF16_SMALL_MACS_PER_THREAD) small = SF_BF16_SMALL_MACS_PER_THREAD;
     return (long)M * N * K >= small;
 }
 
