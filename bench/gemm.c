@@ -109,18 +109,15 @@ static const shape small_shapes[] = {
     {"fmnist linear (B=32, C=96)", 0, 1, 512, 96, 96},
 };
 
-static const shape *bf16_shape;
-static int run_bf16_on(sf_bf16_products k, const float *a, const float *b, float *c) {
-    sf_bf16_products_set(k);
-    sf_gemm_prec_w(bf16_shape->ta, bf16_shape->tb, bf16_shape->M, bf16_shape->N, bf16_shape->K, 1.0f, a, NULL, b,
-                   NULL, 0.0f, c);
-    return 0;
+static void bf16_product(const shape *s, const float *a, const float *b, float *c) {
+    sf_gemm_prec_w(s->ta, s->tb, s->M, s->N, s->K, 1.0f, a, NULL, b, NULL, 0.0f, c);
 }
 
-/* Microseconds a product, median of rounds: alone, or one per thread at once (per_thread). */
+/* Microseconds a product on kernels k, median of rounds: alone, or one per thread at once
+ * (per_thread). The kernels are chosen once, before any thread runs a product. */
 static double small_us(sf_bf16_products k, const shape *s, const float *a, const float *b, float *c, int rounds,
                        int per_thread) {
-    bf16_shape = s;
+    sf_bf16_products_set(k);
     const size_t nc = (size_t)s->M * s->N;
     const int reps = (int)(4e6 / ((double)s->M * s->N * s->K)) + 20;
     double *t = sf_calloc((size_t)rounds, sizeof *t);
@@ -130,10 +127,10 @@ static double small_us(sf_bf16_products k, const shape *s, const float *a, const
 #pragma omp parallel
             {
                 float *cc = c + (size_t)omp_get_thread_num() * nc;
-                for (int i = 0; i < reps; i++) run_bf16_on(k, a, b, cc);
+                for (int i = 0; i < reps; i++) bf16_product(s, a, b, cc);
             }
         } else {
-            for (int i = 0; i < reps; i++) run_bf16_on(k, a, b, c);
+            for (int i = 0; i < reps; i++) bf16_product(s, a, b, c);
         }
         if (r >= 0) t[r] = (sf_now() - t0) / reps * 1e6;
     }

@@ -94,7 +94,7 @@ static void bf16_products_report(double bf16, double fp32) {
         return;
     }
     const long small = sf_bf16_small_macs_get();
-    char small_s[128] = ", every product on them (SFVIT_BF16_SMALL_MACS=0)";
+    char small_s[192] = ", every product on them (SFVIT_BF16_SMALL_MACS=0)";
     if (small > 0)
         snprintf(small_s, sizeof small_s, ", products of fewer than %ld multiply-adds split over the team (%ld on one thread) on fp32 kernels",
                  small, small < SF_BF16_SMALL_MACS_PER_THREAD ? small : SF_BF16_SMALL_MACS_PER_THREAD);
