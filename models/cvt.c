@@ -110,7 +110,7 @@ int mdl_cvt_defaults(sf_model_cfg *c, const char *name) {
         c->depths[s] = depths[s];
         c->depth += depths[s];
     }
-    /* the single-width keys mirror the last stage (informational) */
+    /* the single-width keys mirror the last stage (informational; sf_model_derive keeps them so) */
     c->patch_size = 16;  // the total stride 4·2·2
     c->embed_dim = dims[2];
     c->num_heads = heads[2];

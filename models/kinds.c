@@ -61,7 +61,7 @@ static void soft_defaults(sf_model_cfg *c, const int dims[4], const int heads[4]
         c->depths[s] = depths[s];
         c->depth += depths[s];
     }
-    /* the single-width keys mirror stage 4 (informational) */
+    /* the single-width keys mirror stage 4 (informational; sf_model_derive keeps them so) */
     c->patch_size = 4;
     c->embed_dim = dims[3];
     c->num_heads = heads[3];
@@ -141,6 +141,15 @@ int sf_model_defaults(sf_model_cfg *cfg, const char *name) {
     snprintf(c.name, sizeof c.name, "%s", name);
     *cfg = c;
     return 0;
+}
+
+void sf_model_derive(sf_model_cfg *c) {
+    if (c->family != SF_FAMILY_SOFT && c->family != SF_FAMILY_CVT) return;
+    c->depth = mdl_block_count(c);
+    const int last = c->num_stages - 1;
+    if (last < 0 || last >= (int)(sizeof c->embed_dims / sizeof *c->embed_dims)) return; /* sf_model_check says why */
+    c->embed_dim = c->embed_dims[last];
+    c->num_heads = c->stage_heads[last];
 }
 
 /* ---- the one validator ---- */

@@ -71,5 +71,24 @@ check "checked $n shipped configs" test $n -ge 5
 "$PY" check.py special.yaml special.py.yaml "$nkeys" && "$SFVIT" config special.py.yaml > special.back.yaml
 check "strings with '#', ':' and quotes survive PyYAML" cmp -s special.yaml special.back.yaml
 
+
+# ---- a pyramid's single-width keys follow its per-stage lists ----
+# model.depth, model.embed_dim and model.num_heads of SOFT and CvT are the total of
+# model.depths and the last stage's width and heads, whatever the preset or a file says.
+model_keys() { "$SFVIT" config "$@" | awk '/^  (depth|embed_dim|num_heads):/ { printf "%s%s", $1, $2 }'; }
+check "CvT with its own depths: depth 4, embed_dim 96, num_heads 3 (not CvT-13's 13, 384, 6)" \
+  test "$(model_keys "$ROOT/configs/fmnist_cvt_sima.yaml")" = "embed_dim:96depth:4num_heads:3"
+check "CvT: an override of model.depths moves model.depth" \
+  test "$(model_keys "$ROOT/configs/fmnist_cvt_sima.yaml" 'model.depths=[2,1,3]' 'model.num_heads=[1,2,6]')" = \
+  "embed_dim:96depth:6num_heads:6"
+check "SOFT with its own lists: depth 4, embed_dim 64, num_heads 2" \
+  test "$(model_keys "$ROOT/configs/soft_tiny.yaml" 'model.embed_dims=[16,32,32,64]' 'model.depths=[1,1,1,1]' \
+    'model.num_heads=[2,2,2,2]')" = "embed_dim:64depth:4num_heads:2"
+# a config.yaml written before the keys followed (CvT-13's sizes next to 4 blocks) loads with them mended
+"$SFVIT" config "$ROOT/configs/fmnist_cvt_sima.yaml" | sed 's/^  depth: .*/  depth: 13/; s/^  embed_dim: .*/  embed_dim: 384/' > stale.yaml
+check "a stored config with a stale model.depth loads, and says 4" test "$(model_keys stale.yaml)" = "embed_dim:96depth:4num_heads:3"
+check "ViT: model.depth stays what the config says" \
+  test "$(model_keys "$ROOT/configs/fmnist_tiny.yaml" model.depth=3 | grep -o "depth:[0-9]*")" = "depth:3"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -56,10 +56,10 @@ const key_def config_keys[] = {
     {"model.in_chans", K_INT, OFF(model.in_chans), 0, 0, 0, 1, 3, NULL, "input channels (1 or 3)"},
     {"model.num_classes", K_INT, OFF(model.num_classes), 0, 0, 0, 1, 1000000, NULL, "classifier outputs"},
     {"model.patch_size", K_INT, OFF(model.patch_size), 0, 0, 0, 1, 256, NULL, "ViT/XCiT patch side"},
-    {"model.embed_dim", K_INT, OFF(model.embed_dim), 0, 0, 0, 1, 65536, NULL, "ViT/XCiT width C"},
-    {"model.depth", K_INT, OFF(model.depth), 0, 0, 0, 1, SF_MAX_BLOCKS, NULL, "ViT/XCiT blocks"},
+    {"model.embed_dim", K_INT, OFF(model.embed_dim), 0, 0, 0, 1, 65536, NULL, "ViT/XCiT width C (SOFT/CvT: set to the last stage's width)"},
+    {"model.depth", K_INT, OFF(model.depth), 0, 0, 0, 1, SF_MAX_BLOCKS, NULL, "ViT/XCiT blocks (SOFT/CvT: set to the total of model.depths)"},
     {"model.num_heads", K_INT, OFF(model.num_heads), 0, 0, 0, 1, 4096, NULL,
-     "ViT/XCiT heads; a list sets model.stage_heads (SOFT)"},
+     "ViT/XCiT heads; a list sets model.stage_heads (SOFT/CvT: set to the last stage's heads)"},
     {"model.mlp_ratio", K_FLOAT, OFF(model.mlp_ratio), 0, 0, 0, 0.01, 64, NULL, "MLP hidden width / C"},
     {"model.num_stages", K_INT, OFF(model.num_stages), 0, 0, 0, 0, 4, NULL,
      "SOFT (4) / CvT (3) stages (the lists below give one value per stage)"},
@@ -789,5 +789,6 @@ int sf_config_load(sf_config *cfg, const char *path, int n_overrides, char *cons
             int is_name = !strncmp(overrides[i], "model.name=", 11);
             if (is_name == (pass == 0) && apply_override(cfg, overrides[i])) return -1;
         }
+    sf_model_derive(&cfg->model);
     return 0;
 }

@@ -79,6 +79,11 @@ typedef struct sf_model_cfg {
  * sizes, which a config refines key by key); returns -1 (and prints the known names) for an
  * unknown name. */
 int sf_model_defaults(sf_model_cfg *cfg, const char *name);
+/* A pyramid's (SOFT, CvT) single-width keys follow its per-stage lists: model.depth becomes
+ * the total of model.depths, model.embed_dim and model.num_heads the last stage's. Nothing
+ * builds from them; they are what `sfvit config` and a run's config.yaml show, so a config
+ * that sets the lists does not print the preset's sizes. Other families are left alone. */
+void sf_model_derive(sf_model_cfg *cfg);
 /* Names of every registered model (the presets of models/kinds.c), NULL-terminated. */
 extern const char *const sf_model_names[];
 
