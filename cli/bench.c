@@ -29,9 +29,31 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+double cli_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cli_bench_step(sf_ctx *g, const sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x, const int *labels,
+                   long step, int copies_current, double t[3]) {
+    g->training = 1;
+    g->grad_enabled = 1;
+    double t0 = sf_now();
+    if (!copies_current) sf_precision_weights_refresh(ps);
+    sf_tensor *logits = sf_model_forward(g, m, x);
+    sf_tensor *loss = sf_cross_entropy(g, logits, labels, NULL, cfg->aug.smoothing);
+    double t1 = sf_now();
+    sf_backward(g, loss);
+    double t2 = sf_now();
+    /* the trainer's update: it stops on a NaN/Inf gradient, steps, and starts the next step
+     * from zero gradients */
+    if (sf_grad_first_nonfinite(ps)) sf_warn("bench: a gradient is not finite at step %ld", step);
+    copies_current = sf_precision_adamw_step(ps, &cfg->optim, 1e-6f, step);
+    sf_params_zero_grad(ps);
+    double t3 = sf_now();
+    sf_ctx_reset(g);
+    t[0] = t1 - t0, t[1] = t2 - t1, t[2] = t3 - t2;
+    return copies_current;
 }
 
 /* What one bench run measured (medians over the timed steps, seconds). */
@@ -67,24 +89,10 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
             sf_bf16_small_stats(&r->small_runs, &r->small_macs);
             sf_profile_reset();
         }
-        g.training = 1;
-        g.grad_enabled = 1;
         sf_profile_mark();
-        double t0 = sf_now();
-        if (!copies_current) sf_precision_weights_refresh(ps);
-        sf_tensor *logits = sf_model_forward(&g, m, x);
-        sf_tensor *loss = sf_cross_entropy(&g, logits, labels, NULL, cfg->aug.smoothing);
-        double t1 = sf_now();
-        sf_backward(&g, loss);
-        double t2 = sf_now();
-        /* the trainer's update: it stops on a NaN/Inf gradient, steps, and starts the next
-         * step from zero gradients */
-        if (sf_grad_first_nonfinite(ps)) sf_warn("bench: a gradient is not finite at step %d", s + warmup + 1);
-        copies_current = sf_precision_adamw_step(ps, &cfg->optim, 1e-6f, s + warmup + 1);
-        sf_params_zero_grad(ps);
-        double t3 = sf_now();
-        sf_ctx_reset(&g);
-        if (s >= 0) tf[s] = t1 - t0, tb[s] = t2 - t1, to[s] = t3 - t2;
+        double t[3];
+        copies_current = cli_bench_step(&g, cfg, m, ps, x, labels, s + warmup + 1, copies_current, t);
+        if (s >= 0) tf[s] = t[0], tb[s] = t[1], to[s] = t[2];
     }
     r->arena_peak = sf_ctx_arena_peak(&g);
     r->train_rss = cli_proc_status_mib("VmHWM");
@@ -108,10 +116,10 @@ static void bench_run(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tenso
         if (s >= 0) ti[s] = t1 - t0;
     }
     sf_bf16_weights_clear();
-    r->forward = median(tf, steps);
-    r->backward = median(tb, steps);
-    r->optimizer = median(to, steps);
-    r->inference = median(ti, steps);
+    r->forward = cli_median(tf, steps);
+    r->backward = cli_median(tb, steps);
+    r->optimizer = cli_median(to, steps);
+    r->inference = cli_median(ti, steps);
     free(tf);
     free(tb);
     free(to);
@@ -257,6 +265,10 @@ static int bench_check_memory(sf_model *m, sf_params *ps, const sf_model_cfg *mc
 int sf_cmd_bench(int argc, char **argv) {
     cli_args args;
     if (cli_parse("bench", argc, argv, &args)) return 2;
+    if (cli_get(&args, "bench", "--token-sweep") && cli_get(&args, "bench", "--alternate")) {
+        cli_args_free(&args);
+        return cli_usage_error("bench", "--alternate times the training steps of a config, not --token-sweep");
+    }
     if (cli_get(&args, "bench", "--token-sweep")) return cli_bench_token_sweep(&args);
     for (const char *const *f = (const char *const[]){"-o", "--kinds", "--tokens", "--dh", "--heads", "--mem-cap", "--min-time", NULL}; *f; f++)
         if (cli_get(&args, "bench", *f)) {
@@ -268,9 +280,11 @@ int sf_cmd_bench(int argc, char **argv) {
     char **overrides = args.over;
     const int n_over = args.n_over, steps = s_steps ? atoi(s_steps) : 5, warmup = s_warmup ? atoi(s_warmup) : 2,
               infer = !cli_get(&args, "bench", "--no-infer"), no_products = cli_get(&args, "bench", "--no-products") != NULL;
-    cli_args_free(&args);
+    const char *alternate = cli_get(&args, "bench", "--alternate");
+    cli_args_free(&args); /* the values stay: they are argv's own strings */
     if (!config_path || steps < 1) {
-        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer] [--no-products]"
+        sf_error("bench: usage: sfvit bench CONFIG.yaml [key=value ...] [--steps N] [--warmup N] [--no-infer] [--no-products] "
+                 "[--alternate KEY=VALUE]"
                  "  |  sfvit bench --token-sweep [-o sweep.csv] [...]");
         return 2;
     }
@@ -304,15 +318,21 @@ int sf_cmd_bench(int argc, char **argv) {
     int *labels = sf_malloc((size_t)B * sizeof(int));
     for (int i = 0; i < B; i++) labels[i] = (int)sf_rng_below(&rng, (uint32_t)mc->num_classes);
 
-    bench_result r;
+    int rc = 0;
     sf_products_skip(no_products);
-    bench_run(&cfg, m, &ps, &x, labels, warmup, steps, infer, &r);
-    sf_products_skip(0);
-    r.arena_estimate = arena_estimate;
-    bench_report(&cfg, &r, threads, infer, no_products, ps.total, base_rss);
+    if (alternate) {
+        rc = cli_bench_alternate(&cfg, m, &ps, &x, labels, warmup, steps, alternate, threads);
+        sf_products_skip(0);
+    } else {
+        bench_result r;
+        bench_run(&cfg, m, &ps, &x, labels, warmup, steps, infer, &r);
+        sf_products_skip(0);
+        r.arena_estimate = arena_estimate;
+        bench_report(&cfg, &r, threads, infer, no_products, ps.total, base_rss);
+    }
     free(x.data);
     free(labels);
     sf_model_free(m);
     sf_params_free(&ps);
-    return 0;
+    return rc;
 }

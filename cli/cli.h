@@ -12,7 +12,7 @@
 
 #include "sfvit/train.h"
 
-#define CLI_MAX_OPTS 12
+#define CLI_MAX_OPTS 16
 #define CLI_MAX_OVERRIDES 128
 
 typedef struct cli_opt {
@@ -82,6 +82,18 @@ double cli_proc_status_mib(const char *field);
 /* `sfvit plot --series PATTERN --x LIST DIR...` (cli/plot_series.c): 0, 1 (error) or 2 (usage). */
 int plot_series(char **dirs, int n_dirs, const char *pattern, const char *x_list, const char *metric, int logx,
                 const char *xlabel, const char *out);
+/* The median of v[0..n) (sorts v; cli/bench.c). */
+double cli_median(double *v, int n);
+/* One training step of sfvit bench, as the trainer runs it: forward, loss, backward, then the
+ * update (the finite-gradient check, AdamW, zeroing the gradients); resets g. copies_current:
+ * the last update wrote the weights' bf16 copies (else they are refreshed first, timed). t:
+ * forward, backward and update in seconds. Returns whether this update wrote the copies. */
+int cli_bench_step(sf_ctx *g, const sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x, const int *labels,
+                   long step, int copies_current, double t[3]);
+/* `sfvit bench CONFIG --alternate KEY=VALUE` (cli/bench_alternate.c): the run as configured
+ * (A) and with KEY=VALUE (B), timed step by step in this process; 0, 1 (error) or 2 (usage). */
+int cli_bench_alternate(sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x, const int *labels, int warmup,
+                        int steps, const char *spec, int threads);
 /* `sfvit bench --token-sweep` (cli/sweep.c), after bench's cli_parse; frees args. */
 int cli_bench_token_sweep(cli_args *args);
 /* Least-squares slope of log y on log x over the points with x, y > 0 (NaN below two). */

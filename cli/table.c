@@ -80,6 +80,10 @@ const cli_command cli_commands[] = {
      "    [--steps N] [--warmup N] [--no-infer]\n"
      "    [--no-products]: every product kernel skipped (the values meaningless): what the rest of a\n"
      "    step costs, and what its products would add at the sgemm and bf16 rates measured here.\n"
+     "    [--alternate KEY=VALUE]: the run as configured (A) and with KEY=VALUE (B), training steps\n"
+     "    timed in pairs AB, BA, ... in this process; the median ratio B / A with its 95 % interval.\n"
+     "    KEY: train.precision, train.bf16_products, model.sima_order, SFVIT_PACK_WEIGHTS,\n"
+     "    SFVIT_BF16_SMALL_MACS. --steps N pairs (6 or more for the interval).\n"
      "  bench --token-sweep [-o sweep.csv]    time and memory vs token count N per attention kind\n"
      "    [--kinds LIST] [--tokens MIN:MAX] [--dh D] [--heads H] [key=value ...]: a one-block model per\n"
      "    kind and N (two per octave, default 64:8192), batch 1, inference forward and training step\n"
@@ -91,7 +95,7 @@ const cli_command cli_commands[] = {
      "    CSV kind,N,phase,ms,peak_bytes,macs,status,...; prints the log-log slopes. sfvit plot draws it.\n",
      1, 1, {{"--steps", "N"}, {"--warmup", "N"}, {"--no-infer", NULL}, {"--no-products", NULL}, {"--token-sweep", NULL}, {"-o", "OUT.csv"},
             {"--kinds", "LIST"}, {"--tokens", "MIN:MAX"}, {"--dh", "D"}, {"--heads", "H"}, {"--mem-cap", "GIB"},
-            {"--min-time", "S"}}},
+            {"--min-time", "S"}, {"--alternate", "KEY=VALUE"}}},
     {"dump", sf_cmd_dump,
      "dump CONFIG --weights W --input IN --out OUT   one forward+backward, for golden checks\n", 1, 1, {{"--weights", "W"}, {"--input", "IN"}, {"--out", "OUT"}}},
     {"predict", sf_cmd_predict,
