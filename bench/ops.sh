@@ -19,6 +19,10 @@ if [ ! -x "$bin" ]; then
     echo "ops.sh: $bin not found; build it first: ninja -C $build bench/ops" >&2
     exit 1
 fi
+if ! /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+    bash "$root/scripts/install_deps.sh" python3-torch >&2 \
+        || { echo "ops.sh: PyTorch is needed for the reference side: apt-get install python3-torch" >&2; exit 1; }
+fi
 export SFVIT_THREADS="${SFVIT_THREADS:-2}"
 torch_wait="${OMP_WAIT_POLICY:-passive}"
 echo "threads: $SFVIT_THREADS   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}   OMP_WAIT_POLICY: sfvit ${OMP_WAIT_POLICY:-(unset)}, torch $torch_wait"

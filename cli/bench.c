@@ -11,7 +11,9 @@
  * `--no-products` times the steps with every product kernel skipped (sf_products_skip): what
  * the rest of a step costs, the floor that faster product kernels (AMX) approach, and what
  * the step's products would add at the sgemm and bf16 rates measured here.
- * `--token-sweep` is the scaling sweep over token counts (cli/sweep.c). */
+ * `--alternate KEY=VALUE` times the configured run against one setting changed, step by step
+ * in this process (cli/bench_alternate.c); `--token-sweep` is the scaling sweep over token
+ * counts (cli/sweep.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -291,6 +293,7 @@ int sf_cmd_bench(int argc, char **argv) {
     sf_config cfg;
     if (sf_config_load(&cfg, config_path, n_over, overrides) != 0 || sf_config_validate(&cfg) != 0) return 1;
     const int threads = sf_threads_init(cfg.train.threads);
+    if (alternate) printf("A, as configured:\n");
     if (sf_precision_setup(&cfg, 1) != 0) return 1;
     const double base_rss = cli_proc_status_mib("VmRSS");
     const sf_model_cfg *mc = &cfg.model;
