@@ -104,7 +104,8 @@ const cli_command cli_commands[] = {
      "    Uses the checkpoint's eval transform (img_size, crop_pct, interpolation, mean/std).\n", 0, -1, {{"--topk", "K"}, {"--json", NULL}, {"--config", "FILE.yaml"}}},
     {"export", sf_cmd_export,
      "export CKPT -o model.onnx             the model as ONNX (opset 17, dynamic batch)\n"
-     "    DeiT/ViT, XCiT (any attention kind), SOFT/SOFT++; prints node counts incl. Exp/Softmax/Erf/Tanh.\n"
+     "    DeiT/ViT, XCiT, CvT (any of their attention kinds), SOFT/SOFT++; prints node counts incl.\n"
+     "    Exp/Softmax/Erf/Tanh/Sigmoid.\n"
      "    [--config FILE.yaml] for a checkpoint without one.\n", 0, 1, {{"-o", "OUT.onnx"}, {"--config", "FILE.yaml"}}},
     {"viz", sf_cmd_viz,
      "viz CKPT IMAGE -o heat.png            SimA token-norm heatmap\n"
