@@ -12,9 +12,11 @@
  *
  * The settings that can change between steps of one model: train.precision (fp32 | bf16 |
  * bf16_emulated), train.bf16_products (onednn | fp32), model.sima_order (qk_first | kv_first |
- * auto), SFVIT_PACK_WEIGHTS (0 | 1) and SFVIT_BF16_SMALL_MACS (N), the last two on oneDNN's
- * bf16 kernels only. Each setting runs in its own activation arena, so each arena's peak is
- * that setting's; the process's peak RSS holds both and is not printed. */
+ * auto), SFVIT_PACK_WEIGHTS (0 | 1) and SFVIT_BF16_SMALL_MACS (N), these two on oneDNN's
+ * bf16 kernels only, and SFVIT_GEMM (auto | onednn: the fp32 products' backend; openblas sets
+ * OpenBLAS's own threads at start-up and cannot switch). Each setting runs in its own
+ * activation arena, so each arena's peak is that setting's; the process's peak RSS holds both
+ * and is not printed. How many products each setting ran on oneDNN is printed with them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,14 +30,15 @@ typedef struct {
     sf_sima_order sima_order;
     int pack_weights;
     long small_macs;
+    sf_gemm_backend gemm;
 } knobs;
 
 static const char *const alternate_keys =
-    "train.precision, train.bf16_products, model.sima_order, SFVIT_PACK_WEIGHTS, SFVIT_BF16_SMALL_MACS";
+    "train.precision, train.bf16_products, model.sima_order, SFVIT_PACK_WEIGHTS, SFVIT_BF16_SMALL_MACS, SFVIT_GEMM";
 
 static knobs knobs_now(const sf_config *cfg) {
     return (knobs){sf_precision_get(), sf_bf16_products_get(), cfg->model.sima_order, sf_bf16_pack_weights_get(),
-                   sf_bf16_small_macs_get()};
+                   sf_bf16_small_macs_get(), sf_gemm_backend_get()};
 }
 
 /* Takes setting k for the steps that follow. The weights' bf16 copies of the other setting
@@ -45,6 +48,7 @@ static void knobs_apply(const knobs *k, sf_model *m) {
     sf_bf16_products_set(k->products);
     sf_bf16_pack_weights_set(k->pack_weights);
     sf_bf16_small_macs_set(k->small_macs);
+    if (k->gemm != sf_gemm_backend_get()) sf_gemm_backend_set(k->gemm);
     sf_model_set_sima_order(m, k->sima_order);
     sf_bf16_weights_clear();
 }
@@ -55,6 +59,7 @@ static void knob_value(const char *key, const knobs *k, char *buf, size_t n) {
     else if (!strcmp(key, "train.bf16_products")) snprintf(buf, n, "%s", sf_bf16_products_name(k->products));
     else if (!strcmp(key, "model.sima_order")) snprintf(buf, n, "%s", sf_sima_order_names[k->sima_order]);
     else if (!strcmp(key, "SFVIT_PACK_WEIGHTS")) snprintf(buf, n, "%d", k->pack_weights);
+    else if (!strcmp(key, "SFVIT_GEMM")) snprintf(buf, n, "%s", sf_gemm_backend_name(k->gemm));
     else snprintf(buf, n, "%ld", k->small_macs);
 }
 
@@ -104,6 +109,20 @@ static int knobs_parse(const char *spec, const sf_config *cfg, sf_model *m, cons
                                                                 : sf_precision_name(a->precision));
         if (pack) b->pack_weights = (int)v;
         else b->small_macs = v;
+    } else if (!strcmp(key, "SFVIT_GEMM")) {
+        if (strcmp(value, "auto") && strcmp(value, "onednn"))
+            return cli_usage_error("bench", "--alternate %s: SFVIT_GEMM takes auto or onednn here (openblas sets "
+                                   "OpenBLAS's own threads when the process starts: compare it in two runs)",
+                                   spec);
+        if (a->gemm == SF_GEMM_OPENBLAS)
+            return cli_usage_error("bench", "--alternate %s: this run has SFVIT_GEMM=openblas, whose threads are "
+                                   "set when the process starts; compare it in two runs", spec);
+        if (!sf_dnnl_available())
+            return sf_error("bench: --alternate %s: sfvit was built without oneDNN", spec), 1;
+        b->gemm = !strcmp(value, "onednn") ? SF_GEMM_ONEDNN : SF_GEMM_AUTO;
+        if (sf_gemm_backend_uses_onednn(a->gemm) == sf_gemm_backend_uses_onednn(b->gemm))
+            return cli_usage_error("bench", "--alternate %s: this run's fp32 products already go where %s sends "
+                                   "them (nothing to compare)", spec, value);
     } else {
         return cli_usage_error("bench", "--alternate: '%s' cannot change between steps (KEY: %s)", key,
                                alternate_keys);
@@ -148,7 +167,7 @@ int cli_bench_alternate(sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x
     }
     sf_params_zero_grad(ps);
     int current = -1, copies = 0;
-    long step = 0;
+    long step = 0, dnnl_runs[2] = {0, 0}; /* products run on oneDNN in each setting's timed steps */
     double tt[3];
     /* warm-up: each setting's first steps (its primitives, its arena's blocks) */
     for (int w = 0; w < warmup; w++)
@@ -163,9 +182,15 @@ int cli_bench_alternate(sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x
                 knobs_apply(&set[s], m), current = s, copies = 0;
                 copies = cli_bench_step(&ctx[s], cfg, m, ps, x, labels, ++step, copies, tt); /* settles */
             }
+            long runs_before, runs_after;
+            sf_dnnl_stats(NULL, &runs_before);
             copies = cli_bench_step(&ctx[s], cfg, m, ps, x, labels, ++step, copies, tt);
+            sf_dnnl_stats(NULL, &runs_after);
+            dnnl_runs[s] += runs_after - runs_before;
             for (int p = 0; p < 3; p++) t[s][p][i] = tt[p];
         }
+    char fp32_products[2][256];
+    for (int s = 0; s < 2; s++) knobs_apply(&set[s], m), sf_gemm_describe(fp32_products[s], sizeof fp32_products[s]);
     knobs_apply(&set[0], m);
 
     double *ratio = sf_calloc((size_t)steps, sizeof(double)), step_ms[2], phase_ms[2][3];
@@ -196,6 +221,8 @@ int cli_bench_alternate(sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x
     printf("  %-22s %10.1f %10.1f %8.3f\n", "train step", step_ms[0], step_ms[1], step_ms[1] / step_ms[0]);
     const double arena[2] = {sf_ctx_arena_peak(&ctx[0]) / 1048576.0, sf_ctx_arena_peak(&ctx[1]) / 1048576.0};
     printf("  activation arena peak: A %.1f MiB, B %.1f MiB\n", arena[0], arena[1]);
+    printf("  products run on oneDNN a step: A %ld, B %ld\n", dnnl_runs[0] / steps, dnnl_runs[1] / steps);
+    if (!strcmp(key, "SFVIT_GEMM")) printf("  fp32 products: A %s; B %s\n", fp32_products[0], fp32_products[1]);
     printf("  train step B / A, paired over %d steps: median %.3f", steps, mid);
     if (k > 0) {
         const double lo = ratio[k - 1], hi = ratio[steps - k];
@@ -210,6 +237,8 @@ int cli_bench_alternate(sf_config *cfg, sf_model *m, sf_params *ps, sf_tensor *x
     printf("alternate_ratio %.4f\n", mid);
     printf("alternate_a_train_ms %.2f\nalternate_b_train_ms %.2f\n", step_ms[0], step_ms[1]);
     printf("alternate_a_arena_mib %.1f\nalternate_b_arena_mib %.1f\n", arena[0], arena[1]);
+    printf("alternate_a_onednn_products %ld\nalternate_b_onednn_products %ld\n", dnnl_runs[0] / steps,
+           dnnl_runs[1] / steps);
     free(ratio);
     for (int s = 0; s < 2; s++) {
         for (int p = 0; p < 3; p++) free(t[s][p]);

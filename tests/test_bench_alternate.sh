@@ -50,6 +50,8 @@ check "the two orders keep different activations ($a, $b MiB)" test "$pa" != "$p
 check "2 pairs: no interval, and says why" grep -q "no 95 % interval from fewer than 6 pairs" <<< "$out"
 check "2 pairs: no interval lines" bash -c '! grep -q "^alternate_ratio_lo" <<< "$1"' _ "$out"
 
+info=$("$SFVIT" info "$SIMA" 2>&1)
+
 # ---- refused, by name ----
 refused() { # WHAT STATUS PATTERN ARGS...
   local what=$1 want=$2 pattern=$3 out rc; shift 3
@@ -75,8 +77,39 @@ refused "the kernels of an fp32 run" 2 "the products' kernels of a bf16 run; thi
   "$SIMA" --alternate train.bf16_products=fp32
 refused "with --token-sweep" 2 "not --token-sweep" --token-sweep --alternate train.precision=bf16_emulated
 
+# ---- the fp32 products' backend: B's products run on oneDNN, A's on OpenBLAS, and back ----
+onednn_runs() { sed -n "s/^  products run on oneDNN a step: A \([0-9]*\), B \([0-9]*\)$/\1 \2/p" <<< "$1"; }
+if grep -q "fp32 products: OpenBLAS.*; oneDNN 2" <<< "$info"; then
+  out=$("$SFVIT" bench "$SIMA" "${FAST[@]}" --steps 2 --alternate SFVIT_GEMM=onednn 2>&1); rc=$?
+  check "auto / onednn: runs (status 0)" test $rc -eq 0
+  check "auto / onednn: the header names both" \
+    grep -q "A: SFVIT_GEMM=auto (as configured), B: SFVIT_GEMM=onednn" <<< "$out"
+  read -r na nb <<< "$(onednn_runs "$out")"
+  check "auto / onednn: A ran no product on oneDNN, B every one (${na:-?}, ${nb:-?} a step)" \
+    test "${na:-x}" = 0 -a "${nb:-0}" -gt 100
+  check "auto / onednn: both backends named" \
+    grep -q "fp32 products: A OpenBLAS sgemm.*; B oneDNN f32 matmul (SFVIT_GEMM=onednn)" <<< "$out"
+  a=$(value alternate_a_arena_mib "$out") b=$(value alternate_b_arena_mib "$out") pa=$(arena_plain "$SIMA" "${FAST[@]}")
+  check "auto / onednn: the same activations ($a, $b MiB; a plain run $pa)" test -n "$a" -a "$a" = "$pa" -a "$b" = "$pa"
+  out=$(SFVIT_GEMM=onednn "$SFVIT" bench "$SIMA" "${FAST[@]}" --steps 2 --alternate SFVIT_GEMM=auto 2>&1); rc=$?
+  check "onednn / auto: runs (status 0)" test $rc -eq 0
+  read -r na nb <<< "$(onednn_runs "$out")"
+  check "onednn / auto: A on oneDNN, B not (${na:-?}, ${nb:-?} a step)" test "${na:-0}" -gt 100 -a "${nb:-x}" = 0
+  SFVIT_GEMM=onednn refused "SFVIT_GEMM as configured" 2 "nothing to compare" "$SIMA" --alternate SFVIT_GEMM=onednn
+  refused "SFVIT_GEMM=openblas" 2 "openblas sets OpenBLAS's own threads when the process starts" \
+    "$SIMA" --alternate SFVIT_GEMM=openblas
+  SFVIT_GEMM=openblas refused "from SFVIT_GEMM=openblas" 2 "this run has SFVIT_GEMM=openblas" "$SIMA" \
+    --alternate SFVIT_GEMM=onednn
+  refused "an unknown backend" 2 "SFVIT_GEMM takes auto or onednn here" "$SIMA" --alternate SFVIT_GEMM=mkl
+elif ! grep -q "oneDNN 2" <<< "$info"; then
+  refused "SFVIT_GEMM without oneDNN" 1 "built without oneDNN" "$SIMA" --alternate SFVIT_GEMM=onednn
+else
+  echo "auto already runs the fp32 products on oneDNN here (OpenBLAS has no kernels for this CPU):" \
+    "the backend switch is checked from SFVIT_GEMM=onednn only"
+  refused "SFVIT_GEMM as auto takes it" 2 "nothing to compare" "$SIMA" --alternate SFVIT_GEMM=onednn
+fi
+
 # ---- native bf16: B in bf16, and the oneDNN-only settings; elsewhere bf16 is refused ----
-info=$("$SFVIT" info "$SIMA" 2>&1)
 if grep -q "bf16 matmul: .*(native)" <<< "$info"; then
   out=$("$SFVIT" bench "$SIMA" "${FAST[@]}" --steps 2 --alternate train.precision=bf16 2>&1); rc=$?
   check "native: fp32 / bf16 runs (status 0)" test $rc -eq 0

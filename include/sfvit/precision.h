@@ -110,6 +110,11 @@ sf_gemm_backend sf_gemm_backend_get(void);
 const char *sf_gemm_backend_name(sf_gemm_backend b);
 /* 1 when sf_gemm's fp32 products go to oneDNN (SFVIT_GEMM=onednn, or auto's choice). */
 int sf_gemm_fp32_on_onednn(void);
+/* The same for backend b (auto: what auto takes on this CPU). */
+int sf_gemm_backend_uses_onednn(sf_gemm_backend b);
+/* Switches between auto and onednn between two steps, no product running (sfvit bench
+ * --alternate). openblas is not switchable: OpenBLAS's own threads are set at start-up. */
+void sf_gemm_backend_set(sf_gemm_backend b);
 /* What computes fp32 products, one phrase: the backend, OpenBLAS's kernel set, and why auto
  * chose oneDNN when it did (OpenBLAS without a kernel set for this CPU). */
 void sf_gemm_describe(char *buf, size_t size);

@@ -11,8 +11,10 @@
  *
  * Backends (SFVIT_GEMM): auto (the default) and openblas use OpenBLAS as above; onednn sends
  * every fp32 product to oneDNN's f32 matmul (src/ops/gemm_dnnl.c). auto keeps OpenBLAS for
- * every shape: on AVX2 oneDNN's f32 matmul wins small products in a loop but loses whole
- * training steps (docs/precision.md, "oneDNN and SFVIT_GEMM"). One exception: OpenBLAS
+ * every shape: on AVX2 oneDNN's f32 matmul wins most products in a loop and the 224-pixel
+ * models' training steps by up to 11 %, but loses the Fashion-MNIST model's by 30-45 % (its
+ * thousands of small products), and a rule drawn from that would change every CPU's fp32
+ * products (docs/precision.md, "oneDNN and SFVIT_GEMM"). One exception: OpenBLAS
  * picks its kernels from a table of CPU models, and a model newer than the library (Debian's
  * 0.3.21 on an Emerald Rapids Xeon) gets its generic Prescott (SSE3) kernels, 3-5x slower
  * than its AVX-512 ones. auto then sends fp32 products to oneDNN, which goes by the CPU's
@@ -88,8 +90,9 @@ static void backend_init(void) {
         sf_warn("SFVIT_GEMM=onednn: sfvit was built without oneDNN; using OpenBLAS");
         backend = SF_GEMM_AUTO;
     }
+    /* what auto would take, whichever backend is set now (sfvit bench --alternate switches) */
+    auto_onednn = openblas_core_hint() && sf_dnnl_available();
     if (backend == SF_GEMM_AUTO && openblas_core_hint()) {
-        auto_onednn = sf_dnnl_available();
         if (!auto_onednn)
             sf_warn("OpenBLAS runs its generic %s kernels on this CPU, which has AVX2: products run several "
                     "times slower than they could; OPENBLAS_CORETYPE=%s selects its fast ones",
@@ -102,13 +105,25 @@ sf_gemm_backend sf_gemm_backend_get(void) {
     return (sf_gemm_backend)backend;
 }
 
-int sf_gemm_fp32_on_onednn(void) { return sf_gemm_backend_get() == SF_GEMM_ONEDNN || auto_onednn; }
+int sf_gemm_backend_uses_onednn(sf_gemm_backend b) {
+    sf_gemm_backend_get(); /* auto_onednn is known */
+    return b == SF_GEMM_ONEDNN || (b == SF_GEMM_AUTO && auto_onednn);
+}
+
+int sf_gemm_fp32_on_onednn(void) { return sf_gemm_backend_uses_onednn(sf_gemm_backend_get()); }
+
+void sf_gemm_backend_set(sf_gemm_backend b) {
+    SF_ASSERT(b != SF_GEMM_OPENBLAS && sf_gemm_backend_get() != SF_GEMM_OPENBLAS,
+              "SFVIT_GEMM=openblas sets OpenBLAS's threads when the process starts; it cannot be switched to or from");
+    SF_ASSERT(b != SF_GEMM_ONEDNN || sf_dnnl_available(), "SFVIT_GEMM=onednn: sfvit was built without oneDNN");
+    backend = b;
+}
 
 void sf_gemm_describe(char *buf, size_t size) {
     const sf_gemm_backend b = sf_gemm_backend_get();
     if (b == SF_GEMM_ONEDNN)
         snprintf(buf, size, "oneDNN f32 matmul (SFVIT_GEMM=onednn)");
-    else if (auto_onednn)
+    else if (b == SF_GEMM_AUTO && auto_onednn)
         snprintf(buf, size,
                  "oneDNN f32 matmul (SFVIT_GEMM=auto: OpenBLAS has only its generic %s kernels for this CPU; "
                  "OPENBLAS_CORETYPE=%s gives it its fast ones)",
