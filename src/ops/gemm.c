@@ -105,12 +105,16 @@ sf_gemm_backend sf_gemm_backend_get(void) {
     return (sf_gemm_backend)backend;
 }
 
+/* after backend_init (auto_onednn known) */
+static int uses_onednn(sf_gemm_backend b) { return b == SF_GEMM_ONEDNN || (b == SF_GEMM_AUTO && auto_onednn); }
+
 int sf_gemm_backend_uses_onednn(sf_gemm_backend b) {
-    sf_gemm_backend_get(); /* auto_onednn is known */
-    return b == SF_GEMM_ONEDNN || (b == SF_GEMM_AUTO && auto_onednn);
+    sf_gemm_backend_get();
+    return uses_onednn(b);
 }
 
-int sf_gemm_fp32_on_onednn(void) { return sf_gemm_backend_uses_onednn(sf_gemm_backend_get()); }
+/* every product asks: one pthread_once, not two */
+int sf_gemm_fp32_on_onednn(void) { return uses_onednn(sf_gemm_backend_get()); }
 
 void sf_gemm_backend_set(sf_gemm_backend b) {
     SF_ASSERT(b != SF_GEMM_OPENBLAS && sf_gemm_backend_get() != SF_GEMM_OPENBLAS,
