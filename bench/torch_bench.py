@@ -8,12 +8,21 @@ in float32. SOFT's Newton-Raphson inverse is the master-code iteration with the 
 -Y^T G Y^T backward (as bench/ops_torch.py and sfvit do), not the golden files' exact inverse.
 
 Usage: /usr/bin/python3 bench/torch_bench.py MODEL [--batch 8] [--steps 5] [--warmup 2]
-       [--threads 2] [--no-infer]
+       [--threads 2] [--no-infer] [--bf16] [--split]
 MODEL: fmnist_sima, fmnist_vit_sima, deit_small_sima, deit_small_msa, xcit_small_12_p16_sima, soft_tiny,
        cvt_13 (softmax, QuickGELU, BatchNorm in training mode as sfvit's training step).
 Prints, like `sfvit bench`: train_img_per_s X, infer_img_per_s Y, and
 train_peak_rss_mib Z (process peak resident set after the training steps) with
 base_rss_mib W (resident set once torch and the data are loaded, before the model).
+
+--split then runs as many pairs of training steps, one timed and one profiled
+(torch.profiler, each op's self CPU time), and splits the step into its products and the
+rest (bench/torch_split.py says which ops are products), the counterpart of `sfvit bench
+--no-products`: train_step_ms (the timed median above), train_products_ms (the median of the
+profiled steps' products) and train_rest_ms (the median over pairs of the timed step less
+its profiled twin's products: the profiler's per-op cost, large for many small ops, stays
+out of it), then the largest ops of the rest as `rest_op NAME MS` lines (their profiled
+self times, that cost included).
 """
 import argparse
 import contextlib
@@ -31,6 +40,7 @@ sys.path.insert(0, HERE)
 import models as golden  # noqa: E402  (sets float64 as default dtype: reset below)
 import fmnist_torch  # noqa: E402
 import nr_torch  # noqa: E402
+import torch_split  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
 
@@ -77,6 +87,28 @@ def rss_mib(field="VmRSS"):
     return 0.0
 
 
+def profile_split(train_step, steps):
+    """(products ms, rest ms, [(op, ms)] of the rest's ops, largest first), per training step.
+    Each of `steps` pairs runs a timed step and then a profiled one: the pair's rest is the
+    timed step less the profiled step's products, so the profiler's per-op cost stays out of
+    it, and a machine whose speed drifts moves both steps of a pair alike."""
+    from torch.profiler import ProfilerActivity, profile
+    products, rests, ops = [], [], {}
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        train_step()
+        timed_ms = (time.perf_counter() - t0) * 1e3
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            train_step()
+        p, rest_ops = torch_split.split((e.key, e.input_shapes, e.self_cpu_time_total / 1e3)
+                                        for e in prof.key_averages(group_by_input_shape=True))
+        products.append(p)
+        rests.append(timed_ms - p)
+        for name, ms in rest_ops:
+            ops[name] = ops.get(name, 0.0) + ms / steps
+    return median(products), median(rests), sorted(ops.items(), key=lambda r: -r[1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -87,6 +119,8 @@ def main():
     ap.add_argument("--no-infer", action="store_true")
     ap.add_argument("--bf16", action="store_true",
                     help="forward and loss under torch.cpu.amp.autocast(dtype=torch.bfloat16)")
+    ap.add_argument("--split", action="store_true",
+                    help="also profile the training steps: products against the rest")
     a = ap.parse_args()
     # bf16 autocast: PyTorch's own mixed precision on CPU (oneDNN bf16 kernels where the CPU
     # has them); master weights and the optimizer stay fp32 as in sfvit's train.precision.
@@ -105,18 +139,23 @@ def main():
     y = torch.randint(0, K, (a.batch,))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.05)
     model.train()
-    times = []
-    for s in range(-a.warmup, a.steps):
-        t0 = time.perf_counter()
+
+    def train_step():
         opt.zero_grad(set_to_none=True)
         with amp():
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+
+    times = []
+    for s in range(-a.warmup, a.steps):
+        t0 = time.perf_counter()
+        train_step()
         if s >= 0:
             times.append(time.perf_counter() - t0)
     peak = rss_mib("VmHWM")
     train = median(times)
+    split = profile_split(train_step, a.steps) if a.split else None
     infer = float("nan")
     if not a.no_infer:
         model.eval()
@@ -135,6 +174,13 @@ def main():
     print(f"infer_img_per_s {a.batch / infer:.2f}")
     print(f"train_peak_rss_mib {peak:.1f}")
     print(f"base_rss_mib {base:.1f}")
+    if split:
+        products_ms, rest_ms, rest_ops = split
+        print(f"train_step_ms {train * 1e3:.1f}")
+        print(f"train_products_ms {products_ms:.1f}")
+        print(f"train_rest_ms {rest_ms:.1f}")
+        for name, ms in rest_ops[:12]:
+            print(f"rest_op {name.replace(' ', '_')} {ms:.2f}")
 
 
 if __name__ == "__main__":
