@@ -106,6 +106,10 @@ def profile_split(train_step, steps):
         rests.append(timed_ms - p)
         for name, ms in rest_ops:
             ops[name] = ops.get(name, 0.0) + ms / steps
+    if min(rests) < 0:
+        # the two steps of a pair did not run at one speed: the machine is busy with other work
+        print(f"torch_bench: warning: a profiled step's products took {-min(rests):.1f} ms longer than "
+              "its whole timed twin (other work on the machine?); the split is not reliable", file=sys.stderr)
     return median(products), median(rests), sorted(ops.items(), key=lambda r: -r[1])
 
 
