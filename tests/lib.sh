@@ -40,8 +40,10 @@ fmnist_subset() { # SFVIT_BINARY SOURCE_ROOT N_TRAIN N_VAL
 # Waits, without a time limit or a sleep, until the process PID, run with SFVIT_TEST_HOLD,
 # prints "sfvit test hook: held at POINT" into LOG (it then waits for a signal; see
 # sf_test_hold in include/sfvit/core.h). Fails when the process ends before reaching POINT.
+# tail -F, not -f: the caller starts PID as `cmd > LOG &`, so LOG may not exist yet when the
+# wait begins (the child opens it after the fork), and tail -f gives up on a missing file at once.
 wait_held() { # LOG PID POINT
   local re
   re="sfvit test hook: held at $(printf '%s' "$3" | sed 's/[].[*^$\\/]/\\&/g')\$"
-  grep -q -m1 -e "$re" <(tail -n +1 -f --pid="$2" "$1" 2> /dev/null)
+  grep -q -m1 -e "$re" <(tail -n +1 -F --pid="$2" "$1" 2> /dev/null)
 }
