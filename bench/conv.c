@@ -16,15 +16,18 @@
 
 typedef struct dw_shape {
     const char *name;
-    int B, C, H, stride; /* square grid H x H, 3x3 kernel, padding 1 */
+    int B, C, H, stride, k; /* square grid H x H, k x k kernel, padding k / 2 */
 } dw_shape;
 
 static const dw_shape shapes[] = {
-    {"Fashion-MNIST LPI", 32, 96, 4, 1},    {"XCiT-S12 LPI", 8, 384, 14, 1},
-    {"CvT-13 q, stage 1", 8, 64, 56, 1},    {"CvT-13 k/v, stage 1", 8, 64, 56, 2},
-    {"CvT-13 q, stage 2", 8, 192, 28, 1},   {"CvT-13 k/v, stage 2", 8, 192, 28, 2},
-    {"CvT-13 q, stage 3", 8, 384, 14, 1},   {"CvT-13 k/v, stage 3", 8, 384, 14, 2},
-    {"one channel, 64 images", 64, 1, 28, 1},
+    {"Fashion-MNIST LPI", 32, 96, 4, 1, 3},    {"XCiT-S12 LPI", 8, 384, 14, 1, 3},
+    {"CvT-13 q, stage 1", 8, 64, 56, 1, 3},    {"CvT-13 k/v, stage 1", 8, 64, 56, 2, 3},
+    {"CvT-13 q, stage 2", 8, 192, 28, 1, 3},   {"CvT-13 k/v, stage 2", 8, 192, 28, 2, 3},
+    {"CvT-13 q, stage 3", 8, 384, 14, 1, 3},   {"CvT-13 k/v, stage 3", 8, 384, 14, 2, 3},
+    /* SOFT-Tiny's V-conv, batch 8: B·D = 256 images of H heads, one k x k kernel per head */
+    {"SOFT-Tiny V, stage 1", 256, 2, 56, 1, 9}, {"SOFT-Tiny V, stage 2", 256, 4, 28, 1, 5},
+    {"SOFT-Tiny V, stage 3", 256, 10, 14, 1, 3},
+    {"one channel, 64 images", 64, 1, 28, 1, 3},
 };
 
 static const sf_conv_path kernels[] = {SF_CONV_PLANES, SF_CONV_CHANNELS_LAST, SF_CONV_IM2COL};
@@ -56,12 +59,12 @@ static void leaf_free(sf_tensor *t) {
 
 /* Median forward and backward ms of CALLS calls of one kernel (after 5 warm-up calls). */
 static void time_kernel(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, const float *seed,
-                        int stride, double *fwd, double *bwd) {
+                        int stride, int pad, double *fwd, double *bwd) {
     double tf[CALLS], tb[CALLS];
     for (int i = -5; i < CALLS; i++) {
         x->grad = w->grad = b->grad = NULL; /* gradients live in the arena */
         double t0 = sf_now();
-        sf_tensor *y = sf_conv2d(g, x, w, b, stride, 1, x->shape[1]);
+        sf_tensor *y = sf_conv2d(g, x, w, b, stride, pad, x->shape[1]);
         double t1 = sf_now();
         sf_backward_seeded(g, y, seed);
         double t2 = sf_now();
@@ -81,7 +84,7 @@ int main(int argc, char **argv) {
     int threads = sf_threads_init(0);
     printf("threads %d, rounds %d; forward + backward ms, the median over rounds of the median of %d "
            "calls\n", threads, rounds, CALLS);
-    printf("%-24s %-18s %16s %16s %16s  %s\n", "shape", "(B, C, grid, s)", kernel_names[0],
+    printf("%-24s %-24s %16s %16s %16s  %s\n", "shape", "(B, C, grid, s, k)", kernel_names[0],
            kernel_names[1], kernel_names[2], "conv2d picks");
     sf_rng r;
     sf_rng_seed(&r, 1);
@@ -92,9 +95,9 @@ int main(int argc, char **argv) {
         const dw_shape *sh = &shapes[s];
         if (filter && !strstr(sh->name, filter)) continue;
         sf_tensor *x = leaf(4, (int[]){sh->B, sh->C, sh->H, sh->H}, &r);
-        sf_tensor *w = leaf(4, (int[]){sh->C, 1, 3, 3}, &r);
+        sf_tensor *w = leaf(4, (int[]){sh->C, 1, sh->k, sh->k}, &r);
         sf_tensor *b = leaf(1, (int[]){sh->C}, &r);
-        const int Ho = (sh->H + 2 - 3) / sh->stride + 1;
+        const int pad = sh->k / 2, Ho = (sh->H + 2 * pad - sh->k) / sh->stride + 1;
         const size_t ny = (size_t)sh->B * sh->C * Ho * Ho;
         float *seed = sf_aligned_alloc(ny * sizeof(float));
         for (size_t i = 0; i < ny; i++) seed[i] = sf_rng_normal(&r);
@@ -103,12 +106,12 @@ int main(int argc, char **argv) {
         for (int rd = 0; rd < rounds; rd++)
             for (int k = 0; k < N_KERNELS; k++) {
                 sf_conv2d_set_path(kernels[k]);
-                time_kernel(&g, x, w, b, seed, sh->stride, &f[k * rounds + rd], &bw[k * rounds + rd]);
+                time_kernel(&g, x, w, b, seed, sh->stride, pad, &f[k * rounds + rd], &bw[k * rounds + rd]);
             }
         sf_conv2d_set_path(SF_CONV_AUTO);
-        const sf_conv_path picked = sf_conv2d_path_of(x, w, sh->stride, 1, sh->C);
-        char geo[40], cell[N_KERNELS][40];
-        snprintf(geo, sizeof geo, "(%d, %d, %dx%d, %d)", sh->B, sh->C, sh->H, sh->H, sh->stride);
+        const sf_conv_path picked = sf_conv2d_path_of(x, w, sh->stride, pad, sh->C);
+        char geo[48], cell[N_KERNELS][40];
+        snprintf(geo, sizeof geo, "(%d, %d, %dx%d, %d, %dx%d)", sh->B, sh->C, sh->H, sh->H, sh->stride, sh->k, sh->k);
         for (int k = 0; k < N_KERNELS; k++) {
             qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
             qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
@@ -118,7 +121,7 @@ int main(int argc, char **argv) {
         const char *pick = picked == SF_CONV_PLANES           ? "planes"
                            : picked == SF_CONV_CHANNELS_LAST ? "channels"
                                                              : "im2col";
-        printf("%-24s %-18s %16s %16s %16s  %s\n", sh->name, geo, cell[0], cell[1], cell[2], pick);
+        printf("%-24s %-24s %16s %16s %16s  %s\n", sh->name, geo, cell[0], cell[1], cell[2], pick);
         fflush(stdout);
         free(f);
         free(bw);
