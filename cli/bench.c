@@ -47,11 +47,10 @@ int cli_bench_step(sf_ctx *g, const sf_config *cfg, sf_model *m, sf_params *ps, 
     double t1 = sf_now();
     sf_backward(g, loss);
     double t2 = sf_now();
-    /* the trainer's update: it stops on a NaN/Inf gradient, steps, and starts the next step
-     * from zero gradients */
+    /* the trainer's update: it stops on a NaN/Inf gradient and steps; the step leaves the
+     * gradients zero for the next one */
     if (sf_grad_first_nonfinite(ps)) sf_warn("bench: a gradient is not finite at step %ld", step);
     copies_current = sf_precision_adamw_step(ps, &cfg->optim, 1e-6f, step);
-    sf_params_zero_grad(ps);
     double t3 = sf_now();
     sf_ctx_reset(g);
     t[0] = t1 - t0, t[1] = t2 - t1, t[2] = t3 - t2;

@@ -112,8 +112,7 @@ static void phase_once(sf_ctx *g, const sf_config *cfg, sf_model *m, sf_params *
                        int train, long step) {
     g->training = train;
     g->grad_enabled = train;
-    if (train) {
-        sf_params_zero_grad(ps);
+    if (train) { /* from zero gradients: time_phase's zeroing, then each update's */
         sf_tensor *logits = sf_model_forward(g, m, x);
         sf_tensor *loss = sf_cross_entropy(g, logits, labels, NULL, cfg->aug.smoothing);
         sf_backward(g, loss);
@@ -128,6 +127,7 @@ static void time_phase(const sf_config *cfg, sf_model *m, sf_params *ps, sf_tens
                        const sweep_opts *o, phase_result *r) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
+    sf_params_zero_grad(ps);
     long step = 0;
     for (int w = 0; w < o->warmup; w++) phase_once(&g, cfg, m, ps, x, labels, train, ++step);
     enum { MAX_REPS = 1000 };

@@ -1,6 +1,9 @@
 /* optim.c — AdamW, the LR schedule and gradient utilities over the parameter store.
  * AdamW is one loop per view over the parallel data/grad/m/v buffers; the view's flags
- * say whether it decays (per-view flags, not a hard-coded index list).
+ * say whether it decays (per-view flags, not a hard-coded index list). It zeroes each
+ * gradient as it reads it, so the next step accumulates from zero without a pass of its own
+ * over the gradients (a memset of DeiT-S's 88 MB is a read and a write of every line; here
+ * the lines are in cache already: 1-3 ms of a 24-26 ms update on Zen 2).
  *
  * Each of these passes reads every gradient (DeiT-S: 22 M floats, 88 MB) once per step, so
  * they run vectorized and over the OpenMP team: with bf16 products they are a large share
@@ -32,7 +35,10 @@ void sf_adamw_step_copies(sf_params *ps, const sf_optim_cfg *o, float lr, long t
     const float step = (float)(lr / bc1), rbc2 = (float)(1.0 / sqrt(bc2));
     for (int i = 0; i < ps->count; i++) {
         const sf_param *p = &ps->list[i];
-        if (!(p->flags & SF_PARAM_TRAINABLE)) continue;
+        if (!(p->flags & SF_PARAM_TRAINABLE)) {
+            memset(ps->grad + p->offset, 0, p->t->numel * sizeof(float));
+            continue;
+        }
         /* Decoupled decay: w <- w * (1 - lr * wd), applied before the Adam step (torch order). */
         const float keep = view_decays(p, o) ? 1.0f - lr * o->weight_decay : 1.0f;
         float *w = ps->data + p->offset, *gr = ps->grad + p->offset;
@@ -44,10 +50,14 @@ void sf_adamw_step_copies(sf_params *ps, const sf_optim_cfg *o, float lr, long t
             for (long j = 0; j < n; j++) {
                 w[j] = adamw_one(w[j], gr[j], &m[j], &v[j], b1, b2, keep, step, rbc2, eps);
                 w16[j] = sf_to_bf16(w[j]);
+                gr[j] = 0.0f;
             }
         } else {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
-            for (long j = 0; j < n; j++) w[j] = adamw_one(w[j], gr[j], &m[j], &v[j], b1, b2, keep, step, rbc2, eps);
+            for (long j = 0; j < n; j++) {
+                w[j] = adamw_one(w[j], gr[j], &m[j], &v[j], b1, b2, keep, step, rbc2, eps);
+                gr[j] = 0.0f;
+            }
         }
     }
 }

@@ -2,7 +2,8 @@
  *
  * 1. AdamW against torch.optim.AdamW's update written out in double (decoupled decay on
  *    decaying views only, bias corrections, frozen views untouched), over several steps of a
- *    store with views large enough to run on the OpenMP team and small ones that do not.
+ *    store with views large enough to run on the OpenMP team and small ones that do not;
+ *    every gradient zero after each update (the next step accumulates from it).
  * 2. The global gradient norm against a double sum, and bit for bit the same on 1 and on
  *    2 threads (fixed chunks added in order); frozen views do not count.
  * 3. The finite check names the first view holding a NaN, +Inf or -Inf wherever it sits
@@ -37,6 +38,15 @@ static void fill_grads(sf_params *ps, sf_rng *r) {
     for (size_t j = 0; j < ps->total; j++) ps->grad[j] = 0.01f * sf_rng_normal(r);
 }
 
+/* Entries of x (ps->total, a gradient) inside a view that are not zero (fill_grads also
+ * fills the gaps between views, which no step reads or writes). */
+static long views_nonzero(const sf_params *ps, const float *x) {
+    long n = 0;
+    for (int i = 0; i < ps->count; i++)
+        for (size_t k = ps->list[i].offset; k < ps->list[i].offset + ps->list[i].t->numel; k++) n += x[k] != 0.0f;
+    return n;
+}
+
 static void test_adamw(void) {
     sf_params ps;
     build(&ps);
@@ -49,10 +59,14 @@ static void test_adamw(void) {
                             .decay_mask = "sfvit"};
     double worst = 0;
     int frozen_moved = 0;
+    long grads_left = 0; /* gradients not zero after an update */
+    float *grad = malloc(n * sizeof *grad);
     for (long t = 1; t <= 5; t++) {
         fill_grads(&ps, &r);
+        memcpy(grad, ps.grad, n * sizeof *grad); /* the update zeroes ps.grad */
         const float lr = o.lr * (float)t; /* a schedule: the lr changes every step */
         sf_adamw_step(&ps, &o, lr, t);
+        grads_left += views_nonzero(&ps, ps.grad);
         const double bc1 = 1 - pow(o.beta1, (double)t), bc2 = 1 - pow(o.beta2, (double)t);
         for (int i = 0; i < ps.count; i++) {
             const sf_param *p = &ps.list[i];
@@ -61,7 +75,7 @@ static void test_adamw(void) {
                     frozen_moved += ps.data[k] != (float)w[k];
                     continue;
                 }
-                const double g = ps.grad[k];
+                const double g = grad[k];
                 if (p->flags & SF_PARAM_DECAY) w[k] *= 1 - (double)lr * o.weight_decay;
                 m[k] = o.beta1 * m[k] + (1 - o.beta1) * g;
                 v[k] = o.beta2 * v[k] + (1 - o.beta2) * g * g;
@@ -75,7 +89,9 @@ static void test_adamw(void) {
     }
     CHECK(worst < 1e-3, "AdamW within 1e-3 of a step of the double reference (worst %.3g)", worst);
     CHECK(frozen_moved == 0, "frozen view untouched (%d moved)", frozen_moved);
+    CHECK(grads_left == 0, "AdamW leaves every gradient zero, frozen views' too (%ld not)", grads_left);
     printf("  AdamW, 5 steps: worst error %.2g of a step\n", worst);
+    free(grad);
     free(w);
     free(m);
     free(v);
@@ -176,6 +192,7 @@ static void test_adamw_copies(void) {
     /* copies for big (trainable), frozen and small; none for bias */
     uint16_t *copies[4] = {0}, *slots = malloc(a.total * sizeof *slots);
     for (size_t j = 0; j < a.total; j++) slots[j] = 0xabcd;
+    long grads_left = 0;
     for (int i = 0; i < a.count; i++)
         if (strcmp(a.list[i].t->name, "bias") != 0) copies[i] = slots + a.list[i].offset;
     const sf_optim_cfg o = {.lr = 1e-3f, .weight_decay = 0.05f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
@@ -185,6 +202,7 @@ static void test_adamw_copies(void) {
         memcpy(b.grad, a.grad, a.total * sizeof *a.grad);
         sf_adamw_step(&a, &o, o.lr, t);
         sf_adamw_step_copies(&b, &o, o.lr, t, copies);
+        grads_left += views_nonzero(&b, b.grad);
     }
     CHECK(!memcmp(a.data, b.data, a.total * 4) && !memcmp(a.m, b.m, a.total * 4) && !memcmp(a.v, b.v, a.total * 4),
           "AdamW with copies: weights and moments bit for bit those of sf_adamw_step");
@@ -199,6 +217,7 @@ static void test_adamw_copies(void) {
     }
     CHECK(wrong == 0, "AdamW with copies: every copy is its updated weight in bf16 (%ld wrong)", wrong);
     CHECK(touched == 0, "AdamW with copies: frozen views and views without a copy untouched (%ld written)", touched);
+    CHECK(grads_left == 0, "AdamW with copies leaves every gradient zero (%ld not)", grads_left);
     free(slots);
     sf_params_free(&a);
     sf_params_free(&b);

@@ -370,6 +370,7 @@ typedef struct run {
     long steps_this_run;
     int stopped_by_signal;
     int copies_current;         /* bf16: the last update wrote the weights' bf16 copies (no refresh due) */
+    int grads_zero;             /* no backward since the gradients were zeroed (by the last update) */
 } run;
 
 /* What an epoch's steps leave for its evaluation line. */
@@ -727,6 +728,7 @@ static void update(run *r, float lr) {
     }
     r->st.global_step++;
     r->copies_current = sf_precision_adamw_step(&r->ps, &r->cfg.optim, lr, r->st.global_step);
+    r->grads_zero = 1; /* the update zeroes the gradients it reads */
     if (r->ema) sf_params_ema_update(&r->ps, r->ema, r->cfg.train.ema_decay);
 }
 
@@ -794,13 +796,14 @@ static int train_epoch(run *r, int epoch, epoch_stats *es) {
         step_rng_begin(&r->g, &r->st.drop_rng, r->rank, r->world);  // MPI: per-rank masks
         es->lr = sf_lr_at(r->base_lr, &c->sched, c->train.epochs, (double)epoch + (double)step / r->steps_per_epoch);
         if (step % r->accum == 0) {
-            sf_params_zero_grad(&r->ps);
+            if (!r->grads_zero) sf_params_zero_grad(&r->ps); /* the run's first step */
             /* bf16: this update's weights, converted once (by the update itself when it could) */
             if (!r->copies_current) sf_precision_weights_refresh(&r->ps);
         }
         float loss;
         long correct;
         int diverged = forward_backward(r, &b, epoch, step, &loss, &correct), stop = g_stop_requested;
+        r->grads_zero = 0;
         agree_step(r->world, &loss, &diverged, &stop);  // MPI: global loss, any rank's stop
         if (diverged) {
             if (r->rank == 0 && file_exists(r->path_last)) sf_hint("the last good checkpoint is kept: %s", r->path_last);

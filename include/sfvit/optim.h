@@ -19,7 +19,9 @@ typedef struct sf_sched_cfg {
 } sf_sched_cfg;
 
 /* One AdamW update of every trainable view (decoupled weight decay on views whose decay
- * flag is set under the configured mask). t is the 1-based update count (bias correction). */
+ * flag is set under the configured mask). t is the 1-based update count (bias correction).
+ * It leaves every gradient zero (trainable or not), ready for the next step's accumulation:
+ * read the gradients before the update, not after. */
 void sf_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t);
 /* The same update, and for each view i with copies[i] not NULL the updated weights rounded to
  * bf16 into copies[i] in the same pass (the bf16 copies the products read, which would
