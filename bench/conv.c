@@ -1,18 +1,20 @@
 /* conv.c — the depthwise convolution kernels side by side on the models' shapes: per channel
  * plane, channels innermost, and im2col (the reference), forward and backward in
- * milliseconds, and the kernel conv2d picks by itself (sf_conv2d_set_path, src/ops/conv.c).
+ * milliseconds, and the kernel conv2d picks by itself (sf_conv2d_set_path, src/ops/conv.c);
+ * then the models' dense (im2col) convolutions with their columns whole and in bands of
+ * output rows (sf_conv2d_set_tile_floats), and which conv2d takes.
  *
  *   SFVIT_THREADS=2 build/bench/conv [ROUNDS] [FILTER]
  *
  * Each round times every kernel on a shape one after the other (the median of 15 calls after
  * 5 warm-up calls), so a machine whose speed drifts moves all kernels of a round alike; the
  * table shows the median over ROUNDS (default 3). FILTER keeps the shapes whose name contains
- * it. docs/performance.md has the numbers that set conv2d's choice. */
+ * it. docs/performance.md has the numbers that set conv2d's choices. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_internal.h" /* sf_conv2d_set_path */
+#include "ops_internal.h" /* sf_conv2d_set_path, sf_conv2d_set_tile_floats */
 
 typedef struct dw_shape {
     const char *name;
@@ -28,6 +30,20 @@ static const dw_shape shapes[] = {
     {"SOFT-Tiny V, stage 1", 256, 2, 56, 1, 9}, {"SOFT-Tiny V, stage 2", 256, 4, 28, 1, 5},
     {"SOFT-Tiny V, stage 3", 256, 10, 14, 1, 3},
     {"one channel, 64 images", 64, 1, 28, 1, 3},
+};
+
+/* The models' im2col convolutions at batch 8; the first of each model reads the image (no dx). */
+typedef struct dense_shape {
+    const char *name;
+    int Cin, H, Cout, k, stride, pad;
+} dense_shape;
+
+static const dense_shape dense[] = {
+    {"SOFT-Tiny stem 1", 3, 224, 32, 3, 2, 1},   {"SOFT-Tiny stem 2", 32, 112, 32, 3, 1, 1},
+    {"SOFT-Tiny stem 3", 32, 112, 64, 3, 2, 1},  {"SOFT-Tiny down 2", 64, 56, 128, 3, 2, 1},
+    {"XCiT-S12 stem 1", 3, 224, 48, 3, 2, 1},    {"XCiT-S12 stem 2", 48, 112, 96, 3, 2, 1},
+    {"XCiT-S12 stem 3", 96, 56, 192, 3, 2, 1},   {"XCiT-S12 stem 4", 192, 28, 384, 3, 2, 1},
+    {"CvT-13 embed 1", 3, 224, 64, 7, 4, 2},     {"CvT-13 embed 2", 64, 56, 192, 3, 2, 1},
 };
 
 static const sf_conv_path kernels[] = {SF_CONV_PLANES, SF_CONV_CHANNELS_LAST, SF_CONV_IM2COL};
@@ -59,12 +75,12 @@ static void leaf_free(sf_tensor *t) {
 
 /* Median forward and backward ms of CALLS calls of one kernel (after 5 warm-up calls). */
 static void time_kernel(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, const float *seed,
-                        int stride, int pad, double *fwd, double *bwd) {
+                        int stride, int pad, int groups, double *fwd, double *bwd) {
     double tf[CALLS], tb[CALLS];
     for (int i = -5; i < CALLS; i++) {
         x->grad = w->grad = b->grad = NULL; /* gradients live in the arena */
         double t0 = sf_now();
-        sf_tensor *y = sf_conv2d(g, x, w, b, stride, pad, x->shape[1]);
+        sf_tensor *y = sf_conv2d(g, x, w, b, stride, pad, groups);
         double t1 = sf_now();
         sf_backward_seeded(g, y, seed);
         double t2 = sf_now();
@@ -106,7 +122,7 @@ int main(int argc, char **argv) {
         for (int rd = 0; rd < rounds; rd++)
             for (int k = 0; k < N_KERNELS; k++) {
                 sf_conv2d_set_path(kernels[k]);
-                time_kernel(&g, x, w, b, seed, sh->stride, pad, &f[k * rounds + rd], &bw[k * rounds + rd]);
+                time_kernel(&g, x, w, b, seed, sh->stride, pad, sh->C, &f[k * rounds + rd], &bw[k * rounds + rd]);
             }
         sf_conv2d_set_path(SF_CONV_AUTO);
         const sf_conv_path picked = sf_conv2d_path_of(x, w, sh->stride, pad, sh->C);
@@ -122,6 +138,50 @@ int main(int argc, char **argv) {
                            : picked == SF_CONV_CHANNELS_LAST ? "channels"
                                                              : "im2col";
         printf("%-24s %-24s %16s %16s %16s  %s\n", sh->name, geo, cell[0], cell[1], cell[2], pick);
+        fflush(stdout);
+        free(f);
+        free(bw);
+        free(seed);
+        leaf_free(x);
+        leaf_free(w);
+        leaf_free(b);
+    }
+
+    printf("\n%-24s %-24s %16s %16s  %s\n", "im2col conv, batch 8", "(Cin->Cout, grid, s, k)", "columns whole",
+           "in bands", "conv2d takes");
+    for (size_t s = 0; s < sizeof dense / sizeof *dense; s++) {
+        const dense_shape *sh = &dense[s];
+        if (filter && !strstr(sh->name, filter)) continue;
+        const int B = 8, Ho = (sh->H + 2 * sh->pad - sh->k) / sh->stride + 1;
+        sf_tensor *x = leaf(4, (int[]){B, sh->Cin, sh->H, sh->H}, &r);
+        sf_tensor *w = leaf(4, (int[]){sh->Cout, sh->Cin, sh->k, sh->k}, &r);
+        sf_tensor *b = leaf(1, (int[]){sh->Cout}, &r);
+        x->requires_grad = sh->Cin != 3; /* the image */
+        const size_t ny = (size_t)B * sh->Cout * Ho * Ho;
+        float *seed = sf_aligned_alloc(ny * sizeof(float));
+        for (size_t i = 0; i < ny; i++) seed[i] = sf_rng_normal(&r);
+        double *f = sf_calloc((size_t)2 * rounds, sizeof *f), *bw = sf_calloc((size_t)2 * rounds, sizeof *bw);
+        for (int rd = 0; rd < rounds; rd++)
+            for (int k = 0; k < 2; k++) {
+                /* whole: no column set above the size; in bands: bands of the default size
+                 * (2^18 floats of columns) for every conv, also those the rule keeps whole */
+                sf_conv2d_set_tile_floats(k == 0 ? SIZE_MAX : (size_t)1 << 18);
+                time_kernel(&g, x, w, b, seed, sh->stride, sh->pad, 1, &f[k * rounds + rd], &bw[k * rounds + rd]);
+            }
+        sf_conv2d_set_tile_floats(0);
+        const int band = sf_conv2d_band_rows_of(x, w, sh->stride, sh->pad, 1);
+        char geo[48], cell[2][40], takes[48];
+        snprintf(geo, sizeof geo, "(%d->%d, %dx%d, %d, %dx%d)", sh->Cin, sh->Cout, sh->H, sh->H, sh->stride, sh->k, sh->k);
+        for (int k = 0; k < 2; k++) {
+            qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
+            qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
+            snprintf(cell[k], sizeof cell[k], "%.2f + %.2f", f[k * rounds + rounds / 2], bw[k * rounds + rounds / 2]);
+        }
+        if (band < Ho)
+            snprintf(takes, sizeof takes, "bands of %d rows", band);
+        else
+            snprintf(takes, sizeof takes, "whole");
+        printf("%-24s %-24s %16s %16s  %s\n", sh->name, geo, cell[0], cell[1], takes);
         fflush(stdout);
         free(f);
         free(bw);

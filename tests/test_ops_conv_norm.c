@@ -1,9 +1,11 @@
 /* test_ops_conv_norm.c — conv2d (im2col and the direct depthwise kernel), avgpool2d, LayerNorm
  * and BatchNorm2d (train and eval): forwards against naive loops written here in double,
- * gradients by central differences, the two conv paths against each other, and the BatchNorm
+ * gradients by central differences, the two conv paths against each other, the im2col path in
+ * bands of output rows against the whole-image columns (fp32 and bf16), and the BatchNorm
  * running-statistics update recomputed independently. */
 #include "gradcheck.h"
-#include "ops_internal.h"  // sf_conv2d_set_path
+#include "ops_internal.h"  // sf_conv2d_set_path, sf_conv2d_set_tile_floats
+#include "sfvit/precision.h"
 
 /* ---- naive references ---- */
 
@@ -195,6 +197,85 @@ static void test_conv(void) {
         {"depthwise 3x3 s1 p1 96 channels on 4x4, batch 32 (Fashion-MNIST LPI)", 32, 96, 4, 4, 96, 3, 1, 1, 96, 1},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) conv_paths_agree(&big[i]);
+}
+
+/* The im2col path a band of output rows at a time (sf_conv2d_set_tile_floats set low, so that
+ * small shapes are banded: 2 rows a band, the last band short where Ho is odd): forward
+ * against the naive loop and gradients by finite differences, then the output and every
+ * gradient against the whole-image columns, in fp32 and in bf16 (emulated: the same rounded
+ * operands either way, the sums in another order). Each case has K >= 4 Og, as banding asks. */
+static void run_conv_once(const conv_case *cc, sf_tensor *const *in, const float *seed, float **res) {
+    sf_ctx g;
+    sf_ctx_init(&g, 1 << 20);
+    for (int i = 0; i < 3; i++)
+        if (in[i]) {
+            free(in[i]->grad);
+            in[i]->grad = calloc(in[i]->numel, sizeof(float));
+        }
+    sf_tensor *y = sf_conv2d(&g, in[0], in[1], in[2], cc->stride, cc->pad, cc->groups);
+    sf_backward_seeded(&g, y, seed);
+    res[0] = malloc(y->numel * sizeof(float));
+    memcpy(res[0], y->data, y->numel * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        if (in[i]) {
+            res[i + 1] = malloc(in[i]->numel * sizeof(float));
+            memcpy(res[i + 1], in[i]->grad, in[i]->numel * sizeof(float));
+        }
+    sf_ctx_free(&g);
+}
+
+static void test_conv_bands(void) {
+    static const conv_case cases[] = {
+        /* name, B, Cin, H, W, Cout, k, stride, pad, groups, bias */
+        {"3x3 s1 p1 8->4, 7x9 (bands of 2 rows, the last 1)", 2, 8, 7, 9, 4, 3, 1, 1, 1, 1},
+        {"3x3 s2 p1 6->3, 9x8", 2, 6, 9, 8, 3, 3, 2, 1, 1, 0},
+        {"3x3 s1 p1 groups 2, 8->4, 6x5", 2, 8, 6, 5, 4, 3, 1, 1, 2, 1},
+        {"3x3 s1 p1 8->4, one image (threads inside each product)", 1, 8, 10, 6, 4, 3, 1, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const conv_case *cc = &cases[i];
+        const int Ho = (cc->H + 2 * cc->pad - cc->k) / cc->stride + 1, Wo = (cc->W + 2 * cc->pad - cc->k) / cc->stride + 1;
+        const int K = cc->Cin / cc->groups * cc->k * cc->k;
+        sf_conv2d_set_tile_floats((size_t)K * Wo * 2);
+        conv_check(cc, "im2col in bands");
+        sf_rng r;
+        sf_rng_seed(&r, 91);
+        sf_tensor *x = gc_leaf(4, (int[]){cc->B, cc->Cin, cc->H, cc->W}, 1);
+        sf_tensor *w = gc_leaf(4, (int[]){cc->Cout, cc->Cin / cc->groups, cc->k, cc->k}, 1);
+        sf_tensor *b = cc->bias ? gc_leaf(1, (int[]){cc->Cout}, 1) : NULL;
+        gc_fill_uniform(x, &r, -1.0f, 1.0f);
+        gc_fill_normal(w, &r, 0.5f);
+        if (b) gc_fill_normal(b, &r, 0.5f);
+        const size_t ny = (size_t)cc->B * cc->Cout * Ho * Wo;
+        float *seed = malloc(ny * sizeof(float));
+        for (size_t k = 0; k < ny; k++) seed[k] = 2 * sf_rng_uniform(&r) - 1;
+        sf_tensor *in[3] = {x, w, b};
+        const size_t n[4] = {ny, x->numel, w->numel, b ? b->numel : 0};
+        const char *what[4] = {"y", "dx", "dw", "db"};
+        const sf_precision precs[2] = {SF_PREC_FP32, SF_PREC_BF16_EMULATED};
+        for (int pi = 0; pi < 2; pi++) {
+            sf_precision_set(precs[pi]);
+            float *banded[4] = {0}, *whole[4] = {0};
+            sf_conv2d_set_tile_floats((size_t)K * Wo * 2);
+            run_conv_once(cc, in, seed, banded);
+            sf_conv2d_set_tile_floats(0);
+            run_conv_once(cc, in, seed, whole);
+            for (int k = 0; k < 4; k++) {
+                if (!n[k]) continue;
+                char name[200];
+                snprintf(name, sizeof name, "conv %s, %s: banded %s vs whole", cc->name, sf_precision_name(precs[pi]), what[k]);
+                allclose(name, banded[k], whole[k], n[k], 1e-5f, 1e-6f);
+                free(banded[k]);
+                free(whole[k]);
+            }
+        }
+        sf_precision_set(SF_PREC_FP32);
+        free(seed);
+        gc_leaf_free(x);
+        gc_leaf_free(w);
+        gc_leaf_free(b);
+    }
+    sf_conv2d_set_tile_floats(0);
 }
 
 /* The automatic choice between the depthwise kernels (docs/performance.md has the timings
@@ -457,6 +538,7 @@ static void test_batchnorm(void) {
 int main(void) {
     sf_threads_init(0);
     test_conv();
+    test_conv_bands();
     test_conv_path_choice();
     test_avgpool();
     test_layernorm();

@@ -88,10 +88,11 @@ static inline float row_sum(const float *restrict a, int n) {
  * product reads: rounded once here instead of written in fp32 and rounded by the product, half
  * the bytes written and no second pass (XCiT's 48 -> 96 stem conv: 43 MB of fp32 columns a
  * step, each pass). */
-static void im2col(float *cols, uint16_t *cols16, const float *x, const uint16_t *x16, int C, const conv_geom *c) {
-    const int rows = C * c->kh * c->kw, HoWo = c->Ho * c->Wo;
+static void im2col(float *cols, uint16_t *cols16, const float *x, const uint16_t *x16, int C, const conv_geom *c,
+                   int r0, int nr) {
+    const int rows = C * c->kh * c->kw, T = nr * c->Wo; /* output rows r0 .. r0 + nr: T columns */
     const size_t el = cols16 ? sizeof *cols16 : sizeof *cols;
-#pragma omp parallel for if ((size_t)rows * HoWo > CONV_OMP_MIN)
+#pragma omp parallel for if ((size_t)rows * T > CONV_OMP_MIN)
     for (int r = 0; r < rows; r++) {
         const int ch = r / (c->kh * c->kw), ki = (r / c->kw) % c->kh, kj = r % c->kw;
         const size_t plane = (size_t)ch * c->H * c->W;
@@ -99,8 +100,8 @@ static void im2col(float *cols, uint16_t *cols16, const float *x, const uint16_t
         const uint16_t *src16 = x16 ? x16 + plane : NULL; /* x kept in bf16 alone (cols16 then) */
         int lo, hi;
         valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
-        for (int oi = 0; oi < c->Ho; oi++) {
-            const size_t at = (size_t)r * HoWo + (size_t)oi * c->Wo; /* this output row's columns */
+        for (int oi = r0; oi < r0 + nr; oi++) {
+            const size_t at = (size_t)r * T + (size_t)(oi - r0) * c->Wo; /* this output row's columns */
             float *d = cols ? cols + at : NULL;
             uint16_t *d16 = cols16 ? cols16 + at : NULL;
             const int ii = oi * c->stride - c->pad + ki;
@@ -129,24 +130,24 @@ static void im2col(float *cols, uint16_t *cols16, const float *x, const uint16_t
     }
 }
 
-/* dx (C, H, W) += col2im(dcols): the adjoint of im2col, a scatter-add (overlapping taps of a
- * channel add onto the same pixel). */
-static void col2im_add(float *dx, const float *dcols, int C, const conv_geom *c) {
-    const int HoWo = c->Ho * c->Wo;
+/* dx (C, H, W) += col2im(dcols): the adjoint of im2col over output rows r0 .. r0 + nr, a
+ * scatter-add (overlapping taps of a channel add onto the same pixel). */
+static void col2im_add(float *dx, const float *dcols, int C, const conv_geom *c, int r0, int nr) {
+    const int T = nr * c->Wo;
     /* A channel's taps only touch its own plane: one thread per channel. */
-#pragma omp parallel for if ((size_t)C * c->kh * c->kw * HoWo > CONV_OMP_MIN)
+#pragma omp parallel for if ((size_t)C * c->kh * c->kw * T > CONV_OMP_MIN)
     for (int ch = 0; ch < C; ch++) {
         float *dst = dx + (size_t)ch * c->H * c->W;
         for (int ki = 0; ki < c->kh; ki++)
             for (int kj = 0; kj < c->kw; kj++) {
-                const float *src = dcols + ((size_t)(ch * c->kh + ki) * c->kw + kj) * HoWo;
+                const float *src = dcols + ((size_t)(ch * c->kh + ki) * c->kw + kj) * T;
                 int lo, hi;
                 valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
-                for (int oi = 0; oi < c->Ho; oi++) {
+                for (int oi = r0; oi < r0 + nr; oi++) {
                     const int ii = oi * c->stride - c->pad + ki;
                     if (ii < 0 || ii >= c->H) continue;
                     float *d = dst + (size_t)ii * c->W;
-                    const float *s = src + (size_t)oi * c->Wo;
+                    const float *s = src + (size_t)(oi - r0) * c->Wo;
                     const int off = kj - c->pad;
                     if (c->stride == 1)
                         row_axpy(d + lo + off, s + lo, 1.0f, hi - lo);
@@ -498,8 +499,41 @@ static void dwl_backward(float *restrict dxt, float *restrict dw_row, double *re
  * (sf_gemm) instead. */
 #define CONV_IMAGE_PAR_BYTES ((size_t)256 << 20)
 
+/* An image's columns (K, Ho·Wo) of more than CONV_BAND_MIN_FLOATS are built and multiplied a
+ * band of output rows at a time, about CONV_TILE_FLOATS of columns each, so that they are
+ * written and read back in cache rather than through memory: SOFT's 32 -> 32 stem conv at 112²
+ * has 14.5 MB of columns an image, written by im2col and read by the product in the forward,
+ * and again in the backward with as much of dcols. A band's products write a (Og, band) block
+ * (copied into the output) and read G's band (copied out of it), so no backend needs a leading
+ * dimension. Smaller column sets stay whole, and so do their bits (the Fashion-MNIST models'
+ * convolutions among them). Measured on Zen 2 (build/bench/conv, docs/performance.md): bands
+ * lose where they leave short products (XCiT's 192 -> 384 stem conv on 28², 140 columns a band)
+ * or where K < 4 Og, when the band's output and G copies move more than a quarter of what the
+ * columns do (SOFT's 3 -> 32 stem conv, K = 27). */
+#define CONV_TILE_FLOATS ((size_t)1 << 18)
+#define CONV_BAND_MIN_FLOATS (3 * CONV_TILE_FLOATS)
+#define CONV_BAND_MIN_COLS 512
+static size_t conv_tile_floats; /* set by sf_conv2d_set_tile_floats; 0: the rule below */
+
+void sf_conv2d_set_tile_floats(size_t floats) { conv_tile_floats = floats; }
+
+/* Output rows per band of the im2col path: Ho when the columns stay whole. */
+static int conv_band_rows(const conv_geom *c, int K) {
+    const size_t cols = (size_t)K * c->Ho * c->Wo;
+    if (conv_is_pointwise(c)) return c->Ho;
+    if (conv_tile_floats) { /* forced: every column set above the size, in bands of about it */
+        const size_t rows = conv_tile_floats / ((size_t)K * c->Wo);
+        return cols <= conv_tile_floats ? c->Ho : rows < 1 ? 1 : (int)rows;
+    }
+    if (cols <= CONV_BAND_MIN_FLOATS || K < 4 * c->Og) return c->Ho;
+    size_t rows = CONV_TILE_FLOATS / ((size_t)K * c->Wo);
+    const size_t min_rows = (CONV_BAND_MIN_COLS + c->Wo - 1) / c->Wo;
+    if (rows < min_rows) rows = min_rows;
+    return rows >= (size_t)c->Ho ? c->Ho : (int)rows;
+}
+
 static int conv_image_parallel(const conv_geom *c, int K) {
-    const size_t per_thread = (size_t)2 * K * c->Ho * c->Wo * sizeof(float);  // cols, dcols
+    const size_t per_thread = (size_t)2 * K * conv_band_rows(c, K) * c->Wo * sizeof(float);  // cols, dcols
     return c->B > 1 && (size_t)sf_thread_slots() * per_thread <= CONV_IMAGE_PAR_BYTES;
 }
 
@@ -520,6 +554,11 @@ sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int strid
                                int groups) {
     const conv_geom c = conv_geom_of(x, w, stride, pad, groups);
     return conv_kernel_of(&c);
+}
+
+int sf_conv2d_band_rows_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad, int groups) {
+    const conv_geom c = conv_geom_of(x, w, stride, pad, groups);
+    return conv_band_rows(&c, c.Cg * c.kh * c.kw);
 }
 
 /* last_use: x is handed over (sf_conv2d_last_use). */
@@ -586,25 +625,36 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
             x16 = sf_arena_alloc(g->arena, x->numel * sizeof *x16);
             sf_bf16_convert(x->data, x16, x->numel);
         }
-        const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * HoWo;  // (K, HoWo)
-        const size_t cols_bytes = (image_par ? sf_thread_slots() : 1) * per_slot * (bf16 ? sizeof(uint16_t) : sizeof(float));
+        const int band = conv_band_rows(&c, K), banded = band < c.Ho, slots = image_par ? sf_thread_slots() : 1;
+        const size_t per_slot = conv_is_pointwise(&c) ? 0 : (size_t)K * band * c.Wo;  // (K, band·Wo)
+        const size_t cols_bytes = slots * per_slot * (bf16 ? sizeof(uint16_t) : sizeof(float));
+        const size_t yband_bytes = banded ? slots * (size_t)c.Og * band * c.Wo * sizeof(float) : 0;
         void *cols = per_slot ? sf_arena_alloc(g->arena, cols_bytes) : NULL;
+        float *ybands = banded ? sf_arena_alloc(g->arena, yband_bytes) : NULL; // (Og, band·Wo) per slot
 #pragma omp parallel for if (image_par)
         for (int bi = 0; bi < c.B; bi++) {
-            const size_t at = image_par ? (size_t)sf_thread_slot() * per_slot : 0;
+            const int slot = image_par ? sf_thread_slot() : 0;
+            const size_t at = (size_t)slot * per_slot;
             float *cb = cols && !bf16 ? (float *)cols + at : NULL;
             uint16_t *cb16 = cols && bf16 ? (uint16_t *)cols + at : NULL;
+            float *yband = banded ? ybands + (size_t)slot * c.Og * band * c.Wo : NULL;
             for (int gr = 0; gr < groups; gr++) {
                 const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
                 const float *xg = x16 ? NULL : x->data + xoff;
                 const uint16_t *xg16 = x16 ? x16 + xoff : NULL;
-                if (cols) im2col(cb, cb16, xg, xg16, c.Cg, &c);
                 const size_t woff = (size_t)gr * c.Og * K;
-                sf_gemm_prec_w(0, 0, c.Og, HoWo, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
-                               cols ? cb : xg, cols ? cb16 : xg16, 0.0f,
-                               out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo);
+                float *yg = out->data + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
+                for (int r0 = 0; r0 < c.Ho; r0 += band) {
+                    const int nr = c.Ho - r0 < band ? c.Ho - r0 : band, T = nr * c.Wo;
+                    if (cols) im2col(cb, cb16, xg, xg16, c.Cg, &c, r0, nr);
+                    sf_gemm_prec_w(0, 0, c.Og, T, K, 1.0f, w->data + woff, w16 ? w16 + woff : NULL,
+                                   cols ? cb : xg, cols ? cb16 : xg16, 0.0f, banded ? yband : yg);
+                    for (int o = 0; banded && o < c.Og; o++)
+                        memcpy(yg + (size_t)o * HoWo + (size_t)r0 * c.Wo, yband + (size_t)o * T, (size_t)T * sizeof(float));
+                }
             }
         }
+        if (ybands) sf_arena_release(g->arena, ybands, yband_bytes);
         if (cols) sf_arena_release(g->arena, cols, cols_bytes);
     }
     if (b) {
@@ -791,11 +841,16 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
 
     const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
     const int slots = image_par ? sf_thread_slots() : 1, bf16 = sf_precision_get() != SF_PREC_FP32;
-    /* Per slot: dcols (K, HoWo) in fp32, the columns (K, HoWo) in fp32 or, in bf16, as the bf16
-     * operand (im2col), and in bf16 G's slice (Og, HoWo) rounded once for its two products. */
-    const size_t n_cols = pointwise ? 0 : (size_t)K * HoWo, n_g16 = bf16 && dw && dx ? (size_t)c.Og * HoWo : 0;
+    const int band = conv_band_rows(&c, K), banded = band < c.Ho; /* output rows at a time */
+    const size_t nb = (size_t)band * c.Wo; /* columns of a band */
+    /* Per slot: dcols (K, nb) in fp32, the columns (K, nb) in fp32 or, in bf16, as the bf16
+     * operand (im2col), in bf16 G's band (Og, nb) rounded once for its two products, and when
+     * banded G's band in fp32 (copied out of G's rows). */
+    const size_t n_cols = pointwise ? 0 : (size_t)K * nb, n_g16 = bf16 && dw && dx ? (size_t)c.Og * nb : 0;
     const size_t cols_at = n_cols * sizeof(float), g16_at = cols_at + n_cols * (bf16 ? sizeof(uint16_t) : sizeof(float));
-    const size_t per_slot = (g16_at + n_g16 * sizeof(uint16_t) + 63) & ~(size_t)63; /* bytes, whole cache lines */
+    const size_t gband_at = (g16_at + n_g16 * sizeof(uint16_t) + 63) & ~(size_t)63;
+    const size_t n_gband = banded ? (size_t)c.Og * nb : 0;
+    const size_t per_slot = (gband_at + n_gband * sizeof(float) + 63) & ~(size_t)63; /* bytes, whole cache lines */
     const size_t scratch_bytes = (size_t)slots * per_slot;
     char *scratch = per_slot ? sf_arena_alloc(g->arena, scratch_bytes) : NULL;
     /* Shared out over images, each thread sums its dW in its own copy, added after the loop. */
@@ -811,27 +866,34 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         float *cols = n_cols && !bf16 ? (float *)(mine + cols_at) : NULL;
         uint16_t *cols16 = n_cols && bf16 ? (uint16_t *)(mine + cols_at) : NULL;
         uint16_t *g16 = n_g16 ? (uint16_t *)(mine + g16_at) : NULL;
+        float *gband = n_gband ? (float *)(mine + gband_at) : NULL;
         float *dwt = dw_part ? dw_part + (size_t)slot * wsize : dw;
         for (int gr = 0; gr < c.groups; gr++) {
             const size_t xoff = ((size_t)bi * c.Cin + (size_t)gr * c.Cg) * c.H * c.W;
             const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
             const float *Wg = w->data + (size_t)gr * c.Og * K;                         // (Og, K)
             const uint16_t *Wg16 = w16 ? w16 + (size_t)gr * c.Og * K : NULL;
-            if (g16) sf_bf16_convert(Gbg, g16, n_g16);
-            if (dw && !(broken && bi != c.B - 1)) {
-                /* x in fp32, or kept in bf16 alone (sf_conv2d_last_use) */
-                const float *xg = x->data ? x->data + xoff : NULL;
-                const uint16_t *xg16 = x->data ? NULL : x->data16 + xoff;
-                if (!pointwise) im2col(cols, cols16, xg, xg16, c.Cg, &c);
-                sf_gemm_prec_w(0, 1, c.Og, K, HoWo, 1.0f, Gbg, g16, pointwise ? xg : cols, pointwise ? xg16 : cols16,
-                               1.0f, dwt + (size_t)gr * c.Og * K);
-            }
-            if (dx) {
-                if (pointwise) {
-                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, g16, 1.0f, dx + xoff);
-                } else {
-                    sf_gemm_prec_w(1, 0, K, HoWo, c.Og, 1.0f, Wg, Wg16, Gbg, g16, 0.0f, dcols);
-                    col2im_add(dx + xoff, dcols, c.Cg, &c);
+            /* x in fp32, or kept in bf16 alone (sf_conv2d_last_use) */
+            const float *xg = x->data ? x->data + xoff : NULL;
+            const uint16_t *xg16 = x->data ? NULL : x->data16 + xoff;
+            for (int r0 = 0; r0 < c.Ho; r0 += band) {
+                const int nr = c.Ho - r0 < band ? c.Ho - r0 : band, T = nr * c.Wo;
+                for (int o = 0; banded && o < c.Og; o++)
+                    memcpy(gband + (size_t)o * T, Gbg + (size_t)o * HoWo + (size_t)r0 * c.Wo, (size_t)T * sizeof(float));
+                const float *Gt = banded ? gband : Gbg;  // (Og, T)
+                if (g16) sf_bf16_convert(Gt, g16, (size_t)c.Og * T);
+                if (dw && !(broken && bi != c.B - 1)) {
+                    if (!pointwise) im2col(cols, cols16, xg, xg16, c.Cg, &c, r0, nr);
+                    sf_gemm_prec_w(0, 1, c.Og, K, T, 1.0f, Gt, g16, pointwise ? xg : cols, pointwise ? xg16 : cols16,
+                                   1.0f, dwt + (size_t)gr * c.Og * K);
+                }
+                if (dx) {
+                    if (pointwise) {
+                        sf_gemm_prec_w(1, 0, K, T, c.Og, 1.0f, Wg, Wg16, Gt, g16, 1.0f, dx + xoff);
+                    } else {
+                        sf_gemm_prec_w(1, 0, K, T, c.Og, 1.0f, Wg, Wg16, Gt, g16, 0.0f, dcols);
+                        col2im_add(dx + xoff, dcols, c.Cg, &c, r0, nr);
+                    }
                 }
             }
         }

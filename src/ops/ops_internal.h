@@ -59,9 +59,17 @@ int sf_break_backward(const char *op_name);
  * Process-wide setting. */
 typedef enum { SF_CONV_AUTO, SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST } sf_conv_path;
 void sf_conv2d_set_path(sf_conv_path p);
+/* Bands of output rows in the im2col path (src/ops/conv.c, conv_band_rows): 0, the default
+ * rule (an image's columns above 3·2^18 floats, with K >= 4 Og, go in bands of about 2^18
+ * floats and 512 output positions or more); n > 0 puts every conv with more than n floats of
+ * columns in bands of about n, whatever its K and band length (tests run the banded code on
+ * small shapes; build/bench/conv forces it). */
+void sf_conv2d_set_tile_floats(size_t floats);
 /* The kernel sf_conv2d runs for these operands under the current setting (bench/conv). */
 sf_conv_path sf_conv2d_path_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad,
                                int groups);
+/* Output rows per band the im2col path takes for these operands (Ho: the columns whole). */
+int sf_conv2d_band_rows_of(const sf_tensor *x, const sf_tensor *w, int stride, int pad, int groups);
 
 /* ---- bf16 outputs for the next linear layer (src/ops/bf16.c) ---- */
 
