@@ -13,8 +13,9 @@
  * The settings that can change between steps of one model: train.precision (fp32 | bf16 |
  * bf16_emulated), train.bf16_products (onednn | fp32), model.sima_order (qk_first | kv_first |
  * auto), SFVIT_PACK_WEIGHTS (0 | 1) and SFVIT_BF16_SMALL_MACS (N), these two on oneDNN's
- * bf16 kernels only, and SFVIT_GEMM (auto | onednn: the fp32 products' backend; openblas sets
- * OpenBLAS's own threads at start-up and cannot switch). Each setting runs in its own
+ * bf16 kernels only, SFVIT_GEMM (auto | onednn: the fp32 products' backend; openblas sets
+ * OpenBLAS's own threads at start-up and cannot switch) and SFVIT_CONV_BANDS (0 | 1: large
+ * im2col columns in bands of output rows). Each setting runs in its own
  * activation arena, so each arena's peak is that setting's; the process's peak RSS holds both
  * and is not printed. How many products each setting ran on oneDNN is printed with them. */
 #include <stdlib.h>
@@ -31,14 +32,15 @@ typedef struct {
     int pack_weights;
     long small_macs;
     sf_gemm_backend gemm;
+    int conv_bands;
 } knobs;
 
-static const char *const alternate_keys =
-    "train.precision, train.bf16_products, model.sima_order, SFVIT_PACK_WEIGHTS, SFVIT_BF16_SMALL_MACS, SFVIT_GEMM";
+static const char *const alternate_keys = "train.precision, train.bf16_products, model.sima_order, SFVIT_PACK_WEIGHTS, "
+                                          "SFVIT_BF16_SMALL_MACS, SFVIT_GEMM, SFVIT_CONV_BANDS";
 
 static knobs knobs_now(const sf_config *cfg) {
     return (knobs){sf_precision_get(), sf_bf16_products_get(), cfg->model.sima_order, sf_bf16_pack_weights_get(),
-                   sf_bf16_small_macs_get(), sf_gemm_backend_get()};
+                   sf_bf16_small_macs_get(), sf_gemm_backend_get(), sf_conv2d_bands_get()};
 }
 
 /* Takes setting k for the steps that follow. The weights' bf16 copies of the other setting
@@ -49,6 +51,7 @@ static void knobs_apply(const knobs *k, sf_model *m) {
     sf_bf16_pack_weights_set(k->pack_weights);
     sf_bf16_small_macs_set(k->small_macs);
     if (k->gemm != sf_gemm_backend_get()) sf_gemm_backend_set(k->gemm);
+    sf_conv2d_bands_set(k->conv_bands);
     sf_model_set_sima_order(m, k->sima_order);
     sf_bf16_weights_clear();
 }
@@ -60,6 +63,7 @@ static void knob_value(const char *key, const knobs *k, char *buf, size_t n) {
     else if (!strcmp(key, "model.sima_order")) snprintf(buf, n, "%s", sf_sima_order_names[k->sima_order]);
     else if (!strcmp(key, "SFVIT_PACK_WEIGHTS")) snprintf(buf, n, "%d", k->pack_weights);
     else if (!strcmp(key, "SFVIT_GEMM")) snprintf(buf, n, "%s", sf_gemm_backend_name(k->gemm));
+    else if (!strcmp(key, "SFVIT_CONV_BANDS")) snprintf(buf, n, "%d", k->conv_bands);
     else snprintf(buf, n, "%ld", k->small_macs);
 }
 
@@ -123,6 +127,10 @@ static int knobs_parse(const char *spec, const sf_config *cfg, sf_model *m, cons
         if (sf_gemm_backend_uses_onednn(a->gemm) == sf_gemm_backend_uses_onednn(b->gemm))
             return cli_usage_error("bench", "--alternate %s: this run's fp32 products already go where %s sends "
                                    "them (nothing to compare)", spec, value);
+    } else if (!strcmp(key, "SFVIT_CONV_BANDS")) {
+        const int on = sf_conv2d_bands_parse(value);
+        if (on < 0) return cli_usage_error("bench", "--alternate %s: SFVIT_CONV_BANDS takes 0 or 1", spec);
+        b->conv_bands = on;
     } else {
         return cli_usage_error("bench", "--alternate: '%s' cannot change between steps (KEY: %s)", key,
                                alternate_keys);

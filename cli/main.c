@@ -67,8 +67,15 @@ static int check_small_env(void) {
     return -1;
 }
 
+static int check_bands_env(void) {
+    const char *e = getenv("SFVIT_CONV_BANDS");
+    if (sf_conv2d_bands_parse(e) >= 0) return 0;
+    sf_error("SFVIT_CONV_BANDS=%s: expected 1 (large im2col columns in bands, the default) or 0 (whole), or unset", e);
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    if (check_gemm_env() != 0 || check_pack_env() != 0 || check_small_env() != 0) return 2;
+    if (check_gemm_env() != 0 || check_pack_env() != 0 || check_small_env() != 0 || check_bands_env() != 0) return 2;
     choose_omp_wait_policy(argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);

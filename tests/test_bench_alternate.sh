@@ -50,6 +50,19 @@ check "the two orders keep different activations ($a, $b MiB)" test "$pa" != "$p
 check "2 pairs: no interval, and says why" grep -q "no 95 % interval from fewer than 6 pairs" <<< "$out"
 check "2 pairs: no interval lines" bash -c '! grep -q "^alternate_ratio_lo" <<< "$1"' _ "$out"
 
+# ---- large im2col columns in bands or whole: a SOFT model at 128², whose 32 -> 32 stem conv
+# has 1.2 M floats of columns an image (bands of 14 output rows) ----
+BANDS=("$ROOT/configs/fmnist_soft.yaml" model.img_size=128)
+out=$("$SFVIT" bench "${BANDS[@]}" "${FAST[@]}" --steps 2 --alternate SFVIT_CONV_BANDS=0 2>&1); rc=$?
+check "bands / whole: runs (status 0)" test $rc -eq 0
+check "bands / whole: the header names both" \
+  grep -q "A: SFVIT_CONV_BANDS=1 (as configured), B: SFVIT_CONV_BANDS=0" <<< "$out"
+a=$(value alternate_a_arena_mib "$out") b=$(value alternate_b_arena_mib "$out")
+pa=$(arena_plain "${BANDS[@]}" "${FAST[@]}") pb=$(SFVIT_CONV_BANDS=0 arena_plain "${BANDS[@]}" "${FAST[@]}")
+check "bands: A's arena peak ($a MiB) is a plain run's ($pa)" test -n "$a" -a "$a" = "$pa"
+check "whole: B's arena peak ($b MiB) is a plain SFVIT_CONV_BANDS=0 run's ($pb)" test -n "$b" -a "$b" = "$pb"
+check "whole columns take more of the arena than bands ($pb > $pa MiB)" holds "${pb:-0} > ${pa:-0}"
+
 info=$("$SFVIT" info "$SIMA" 2>&1)
 
 # ---- refused, by name ----
@@ -76,6 +89,8 @@ refused "a small-product threshold that is no number" 2 "takes a non-negative in
 refused "the kernels of an fp32 run" 2 "the products' kernels of a bf16 run; this run is fp32" \
   "$SIMA" --alternate train.bf16_products=fp32
 refused "with --token-sweep" 2 "not --token-sweep" --token-sweep --alternate train.precision=bf16_emulated
+refused "a bands value" 2 "SFVIT_CONV_BANDS takes 0 or 1" "$SIMA" --alternate SFVIT_CONV_BANDS=2
+refused "bands as configured" 2 "nothing to compare" "$SIMA" --alternate SFVIT_CONV_BANDS=1
 
 # ---- the fp32 products' backend: B's products run on oneDNN, A's on OpenBLAS, and back ----
 onednn_runs() { sed -n "s/^  products run on oneDNN a step: A \([0-9]*\), B \([0-9]*\)$/\1 \2/p" <<< "$1"; }

@@ -126,6 +126,10 @@ out=$(SFVIT_BF16_SMALL_MACS=many "$SFVIT" train "$BASE" "${COMMON[@]}" train.pre
 check "SFVIT_BF16_SMALL_MACS=many refused before starting (exit 2)" test $rc -eq 2
 check "SFVIT_BF16_SMALL_MACS=many: the message names the variable and what it takes" \
   grep -q "SFVIT_BF16_SMALL_MACS=many: expected a number of multiply-adds" <<< "$out"
+out=$(SFVIT_CONV_BANDS=2 "$SFVIT" train "$BASE" "${COMMON[@]}" 2>&1); rc=$?
+check "SFVIT_CONV_BANDS=2 refused before starting (exit 2)" test $rc -eq 2
+check "SFVIT_CONV_BANDS=2: the message names the variable and its values" \
+  grep -q "SFVIT_CONV_BANDS=2: expected 1 .* or 0" <<< "$out"
 out=$("$SFVIT" train "$BASE" "${COMMON[@]}" train.precision=fp16 2>&1); rc=$?
 check "unknown precision refused" test $rc -ne 0
 check "unknown precision names the key and the choices" grep -q "train.precision.*bf16_emulated" <<< "$out"

@@ -218,6 +218,12 @@ sf_tensor *sf_conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int st
  * paths (their dW reads fp32 x), x is kept. */
 sf_tensor *sf_conv2d_last_use(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, int stride, int pad,
                               int groups);
+/* Bands of output rows for large im2col column sets (docs/math/soft_conv_norm.md): on (1, the
+ * default) or off (0, every image's columns whole), from SFVIT_CONV_BANDS at first use unless
+ * set. parse: 1 for "1" or unset, 0 for "0", -1 otherwise. */
+void sf_conv2d_bands_set(int on);
+int sf_conv2d_bands_get(void);
+int sf_conv2d_bands_parse(const char *s);
 /* x (B, C, H, W), k x k window, stride s, no padding. */
 sf_tensor *sf_avgpool2d(sf_ctx *g, sf_tensor *x, int k, int stride);
 

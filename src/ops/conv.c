@@ -16,6 +16,7 @@
  */
 #include "ops_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The setting (SF_CONV_AUTO or a forced kernel). A node records the kernel its forward used
@@ -514,8 +515,25 @@ static void dwl_backward(float *restrict dxt, float *restrict dw_row, double *re
 #define CONV_BAND_MIN_FLOATS (3 * CONV_TILE_FLOATS)
 #define CONV_BAND_MIN_COLS 512
 static size_t conv_tile_floats; /* set by sf_conv2d_set_tile_floats; 0: the rule below */
+static int conv_bands = -1;     /* SFVIT_CONV_BANDS, read at first use */
 
 void sf_conv2d_set_tile_floats(size_t floats) { conv_tile_floats = floats; }
+
+void sf_conv2d_bands_set(int on) { conv_bands = on; }
+
+int sf_conv2d_bands_parse(const char *s) {
+    if (!s || !*s || !strcmp(s, "1")) return 1;
+    return !strcmp(s, "0") ? 0 : -1;
+}
+
+int sf_conv2d_bands_get(void) {
+    if (conv_bands < 0) {
+        const int on = sf_conv2d_bands_parse(getenv("SFVIT_CONV_BANDS"));
+        if (on < 0) sf_warn("SFVIT_CONV_BANDS=%s is neither 0 nor 1: large columns go in bands", getenv("SFVIT_CONV_BANDS"));
+        conv_bands = on != 0;
+    }
+    return conv_bands;
+}
 
 /* Output rows per band of the im2col path: Ho when the columns stay whole. */
 static int conv_band_rows(const conv_geom *c, int K) {
@@ -525,7 +543,7 @@ static int conv_band_rows(const conv_geom *c, int K) {
         const size_t rows = conv_tile_floats / ((size_t)K * c->Wo);
         return cols <= conv_tile_floats ? c->Ho : rows < 1 ? 1 : (int)rows;
     }
-    if (cols <= CONV_BAND_MIN_FLOATS || K < 4 * c->Og) return c->Ho;
+    if (!sf_conv2d_bands_get() || cols <= CONV_BAND_MIN_FLOATS || K < 4 * c->Og) return c->Ho;
     size_t rows = CONV_TILE_FLOATS / ((size_t)K * c->Wo);
     const size_t min_rows = (CONV_BAND_MIN_COLS + c->Wo - 1) / c->Wo;
     if (rows < min_rows) rows = min_rows;
