@@ -891,9 +891,9 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
             const float *Gbg = G + ((size_t)bi * c.Cout + (size_t)gr * c.Og) * HoWo;  // (Og, HoWo)
             const float *Wg = w->data + (size_t)gr * c.Og * K;                         // (Og, K)
             const uint16_t *Wg16 = w16 ? w16 + (size_t)gr * c.Og * K : NULL;
-            /* x in fp32, or kept in bf16 alone (sf_conv2d_last_use) */
+            /* x in fp32, or kept in bf16 alone (sf_conv2d_last_use), or released (no dW) */
             const float *xg = x->data ? x->data + xoff : NULL;
-            const uint16_t *xg16 = x->data ? NULL : x->data16 + xoff;
+            const uint16_t *xg16 = !x->data && x->data16 ? x->data16 + xoff : NULL;
             for (int r0 = 0; r0 < c.Ho; r0 += band) {
                 const int nr = c.Ho - r0 < band ? c.Ho - r0 : band, T = nr * c.Wo;
                 for (int o = 0; banded && o < c.Og; o++)
