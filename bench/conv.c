@@ -56,6 +56,14 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* "forward + backward" ms of kernel k: the medians over its rounds (f, bw: [kernel][round],
+ * sorted here). */
+static void median_cell(char *cell, size_t n, double *f, double *bw, int k, int rounds) {
+    qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
+    qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
+    snprintf(cell, n, "%.2f + %.2f", f[k * rounds + rounds / 2], bw[k * rounds + rounds / 2]);
+}
+
 static sf_tensor *leaf(int ndim, const int *shape, sf_rng *r) {
     sf_tensor *t = sf_calloc(1, sizeof *t);
     t->ndim = ndim;
@@ -68,9 +76,12 @@ static sf_tensor *leaf(int ndim, const int *shape, sf_rng *r) {
     return t;
 }
 
-static void leaf_free(sf_tensor *t) {
-    free(t->data);
-    free(t);
+static void leaves_free(sf_tensor *x, sf_tensor *w, sf_tensor *b) {
+    sf_tensor *t[3] = {x, w, b};
+    for (int i = 0; i < 3; i++) {
+        free(t[i]->data);
+        free(t[i]);
+    }
 }
 
 /* Median forward and backward ms of CALLS calls of one kernel (after 5 warm-up calls). */
@@ -128,12 +139,7 @@ int main(int argc, char **argv) {
         const sf_conv_path picked = sf_conv2d_path_of(x, w, sh->stride, pad, sh->C);
         char geo[48], cell[N_KERNELS][40];
         snprintf(geo, sizeof geo, "(%d, %d, %dx%d, %d, %dx%d)", sh->B, sh->C, sh->H, sh->H, sh->stride, sh->k, sh->k);
-        for (int k = 0; k < N_KERNELS; k++) {
-            qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
-            qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
-            snprintf(cell[k], sizeof cell[k], "%.2f + %.2f", f[k * rounds + rounds / 2],
-                     bw[k * rounds + rounds / 2]);
-        }
+        for (int k = 0; k < N_KERNELS; k++) median_cell(cell[k], sizeof cell[k], f, bw, k, rounds);
         const char *pick = picked == SF_CONV_PLANES           ? "planes"
                            : picked == SF_CONV_CHANNELS_LAST ? "channels"
                                                              : "im2col";
@@ -142,9 +148,7 @@ int main(int argc, char **argv) {
         free(f);
         free(bw);
         free(seed);
-        leaf_free(x);
-        leaf_free(w);
-        leaf_free(b);
+        leaves_free(x, w, b);
     }
 
     printf("\n%-24s %-24s %16s %16s  %s\n", "im2col conv, batch 8", "(Cin->Cout, grid, s, k)", "columns whole",
@@ -172,11 +176,7 @@ int main(int argc, char **argv) {
         const int band = sf_conv2d_band_rows_of(x, w, sh->stride, sh->pad, 1);
         char geo[48], cell[2][40], takes[48];
         snprintf(geo, sizeof geo, "(%d->%d, %dx%d, %d, %dx%d)", sh->Cin, sh->Cout, sh->H, sh->H, sh->stride, sh->k, sh->k);
-        for (int k = 0; k < 2; k++) {
-            qsort(f + k * rounds, (size_t)rounds, sizeof *f, cmp_double);
-            qsort(bw + k * rounds, (size_t)rounds, sizeof *bw, cmp_double);
-            snprintf(cell[k], sizeof cell[k], "%.2f + %.2f", f[k * rounds + rounds / 2], bw[k * rounds + rounds / 2]);
-        }
+        for (int k = 0; k < 2; k++) median_cell(cell[k], sizeof cell[k], f, bw, k, rounds);
         if (band < Ho)
             snprintf(takes, sizeof takes, "bands of %d rows", band);
         else
@@ -186,9 +186,7 @@ int main(int argc, char **argv) {
         free(f);
         free(bw);
         free(seed);
-        leaf_free(x);
-        leaf_free(w);
-        leaf_free(b);
+        leaves_free(x, w, b);
     }
     sf_ctx_free(&g);
     return 0;

@@ -88,64 +88,83 @@ static void conv_check(const conv_case *cc, const char *path) {
 static const sf_conv_path conv_paths[] = {SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST};
 static const char *const conv_path_names[] = {"im2col", "planes", "channels-last"};
 
-static void conv_paths_agree(const conv_case *cc) {
+/* A case's output grid. */
+static int conv_ho(const conv_case *cc) { return (cc->H + 2 * cc->pad - cc->k) / cc->stride + 1; }
+static int conv_wo(const conv_case *cc) { return (cc->W + 2 * cc->pad - cc->k) / cc->stride + 1; }
+
+/* A case's inputs x, w and (with a bias) b, filled from rng seed `seed`, and an output
+ * gradient in [-1, 1) (malloc'd, returned). */
+static float *conv_inputs(const conv_case *cc, uint64_t seed, sf_tensor **in) {
     sf_rng r;
-    sf_rng_seed(&r, 77);
-    sf_tensor *x = gc_leaf(4, (int[]){cc->B, cc->Cin, cc->H, cc->W}, 1);
-    sf_tensor *w = gc_leaf(4, (int[]){cc->Cout, 1, cc->k, cc->k}, 1);
-    sf_tensor *b = cc->bias ? gc_leaf(1, (int[]){cc->Cout}, 1) : NULL;
-    gc_fill_uniform(x, &r, -1.0f, 1.0f);
-    gc_fill_normal(w, &r, 0.5f);
-    if (b) gc_fill_normal(b, &r, 0.5f);
+    sf_rng_seed(&r, seed);
+    in[0] = gc_leaf(4, (int[]){cc->B, cc->Cin, cc->H, cc->W}, 1);
+    in[1] = gc_leaf(4, (int[]){cc->Cout, cc->Cin / cc->groups, cc->k, cc->k}, 1);
+    in[2] = cc->bias ? gc_leaf(1, (int[]){cc->Cout}, 1) : NULL;
+    gc_fill_uniform(in[0], &r, -1.0f, 1.0f);
+    gc_fill_normal(in[1], &r, 0.5f);
+    if (in[2]) gc_fill_normal(in[2], &r, 0.5f);
+    const size_t ny = (size_t)cc->B * cc->Cout * conv_ho(cc) * conv_wo(cc);
+    float *G = malloc(ny * sizeof(float));
+    for (size_t i = 0; i < ny; i++) G[i] = 2 * sf_rng_uniform(&r) - 1;
+    return G;
+}
+
+/* res[k] (y, dx, dw, db) of run against want, as two summation orders of the same products:
+ * an entry that cancels (dw of a 9x9 kernel sums 15680 terms to 0.34 where its neighbours
+ * reach tens) differs by the rounding of the partial sums, about eps sqrt(n) max|entry|, not
+ * by a fraction of itself. So the absolute part follows the largest entry. */
+static void conv_results_agree(const char *what_vs, const conv_case *cc, sf_tensor *const *in, float *const *got,
+                               float *const *want, float rel, float abs_min, float abs_of_largest) {
+    const size_t n[4] = {(size_t)cc->B * cc->Cout * conv_ho(cc) * conv_wo(cc), in[0]->numel, in[1]->numel, in[2] ? in[2]->numel : 0};
+    const char *what[4] = {"y", "dx", "dw", "db"};
+    for (int k = 0; k < 4; k++) {
+        if (!n[k]) continue;
+        char name[240];
+        snprintf(name, sizeof name, "conv %s %s %s", cc->name, what_vs, what[k]);
+        float largest = 0;
+        for (size_t j = 0; j < n[k]; j++) largest = fmaxf(largest, fabsf(want[k][j]));
+        allclose(name, got[k], want[k], n[k], rel, fmaxf(abs_min, abs_of_largest * largest));
+    }
+}
+
+static void run_conv_once(const conv_case *cc, sf_tensor *const *in, const float *seed, float **res) {
+    sf_ctx g;
+    sf_ctx_init(&g, 1 << 20);
+    for (int i = 0; i < 3; i++)
+        if (in[i]) {
+            free(in[i]->grad);
+            in[i]->grad = calloc(in[i]->numel, sizeof(float));
+        }
+    sf_tensor *y = sf_conv2d(&g, in[0], in[1], in[2], cc->stride, cc->pad, cc->groups);
+    sf_backward_seeded(&g, y, seed);
+    res[0] = malloc(y->numel * sizeof(float));
+    memcpy(res[0], y->data, y->numel * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        if (in[i]) {
+            res[i + 1] = malloc(in[i]->numel * sizeof(float));
+            memcpy(res[i + 1], in[i]->grad, in[i]->numel * sizeof(float));
+        }
+    sf_ctx_free(&g);
+}
+
+static void conv_paths_agree(const conv_case *cc) {
+    sf_tensor *in[3];
+    float *seed = conv_inputs(cc, 77, in);
     float *res[3][4] = {{0}};  // [path][y, dx, dw, db]
     for (int path = 0; path < 3; path++) {
         sf_conv2d_set_path(conv_paths[path]);
-        sf_ctx g;
-        sf_ctx_init(&g, 1 << 20);
-        sf_tensor *y = sf_conv2d(&g, x, w, b, cc->stride, cc->pad, cc->groups);
-        float *seed = malloc(sizeof(float) * y->numel);
-        sf_rng sr;
-        sf_rng_seed(&sr, 5);
-        for (size_t i = 0; i < y->numel; i++) seed[i] = 2 * sf_rng_uniform(&sr) - 1;
-        sf_tensor *leaves[3] = {x, w, b};
-        for (int i = 0; i < 3; i++)
-            if (leaves[i]) {
-                free(leaves[i]->grad);
-                leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
-            }
-        sf_backward_seeded(&g, y, seed);
-        res[path][0] = malloc(sizeof(float) * y->numel);
-        memcpy(res[path][0], y->data, sizeof(float) * y->numel);
-        for (int i = 0; i < 3; i++)
-            if (leaves[i]) {
-                res[path][i + 1] = malloc(sizeof(float) * leaves[i]->numel);
-                memcpy(res[path][i + 1], leaves[i]->grad, sizeof(float) * leaves[i]->numel);
-            }
+        run_conv_once(cc, in, seed, res[path]);
         if (path > 0) {
-            char name[200];
-            size_t n[4] = {y->numel, x->numel, w->numel, b ? b->numel : 0};
-            const char *what[4] = {"y", "dx", "dw", "db"};
-            for (int i = 0; i < 4; i++)
-                if (n[i]) {
-                    snprintf(name, sizeof name, "conv %s %s vs im2col %s", cc->name, conv_path_names[path], what[i]);
-                    /* Two summation orders of the same products: an entry that cancels (dw of a
-                     * 9x9 kernel sums 15680 terms to 0.34 where its neighbours reach tens) differs
-                     * by the rounding of the partial sums, about eps sqrt(n) max|entry|, not by a
-                     * fraction of itself. So the absolute part follows the largest entry. */
-                    float largest = 0;
-                    for (size_t j = 0; j < n[i]; j++) largest = fmaxf(largest, fabsf(res[0][i][j]));
-                    allclose(name, res[path][i], res[0][i], n[i], 1e-4f, fmaxf(1e-5f, 4e-5f * largest));
-                }
+            char vs[64];
+            snprintf(vs, sizeof vs, "%s vs im2col", conv_path_names[path]);
+            conv_results_agree(vs, cc, in, res[path], res[0], 1e-4f, 1e-5f, 4e-5f);
         }
-        free(seed);
-        sf_ctx_free(&g);
     }
     sf_conv2d_set_path(SF_CONV_AUTO);
     for (int p = 0; p < 3; p++)
         for (int i = 0; i < 4; i++) free(res[p][i]);
-    gc_leaf_free(x);
-    gc_leaf_free(w);
-    gc_leaf_free(b);
+    free(seed);
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
 }
 
 static void test_conv(void) {
@@ -204,26 +223,6 @@ static void test_conv(void) {
  * against the naive loop and gradients by finite differences, then the output and every
  * gradient against the whole-image columns, in fp32 and in bf16 (emulated: the same rounded
  * operands either way, the sums in another order). Each case has K >= 4 Og, as banding asks. */
-static void run_conv_once(const conv_case *cc, sf_tensor *const *in, const float *seed, float **res) {
-    sf_ctx g;
-    sf_ctx_init(&g, 1 << 20);
-    for (int i = 0; i < 3; i++)
-        if (in[i]) {
-            free(in[i]->grad);
-            in[i]->grad = calloc(in[i]->numel, sizeof(float));
-        }
-    sf_tensor *y = sf_conv2d(&g, in[0], in[1], in[2], cc->stride, cc->pad, cc->groups);
-    sf_backward_seeded(&g, y, seed);
-    res[0] = malloc(y->numel * sizeof(float));
-    memcpy(res[0], y->data, y->numel * sizeof(float));
-    for (int i = 0; i < 3; i++)
-        if (in[i]) {
-            res[i + 1] = malloc(in[i]->numel * sizeof(float));
-            memcpy(res[i + 1], in[i]->grad, in[i]->numel * sizeof(float));
-        }
-    sf_ctx_free(&g);
-}
-
 static void test_conv_bands(void) {
     static const conv_case cases[] = {
         /* name, B, Cin, H, W, Cout, k, stride, pad, groups, bias */
@@ -234,24 +233,11 @@ static void test_conv_bands(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const conv_case *cc = &cases[i];
-        const int Ho = (cc->H + 2 * cc->pad - cc->k) / cc->stride + 1, Wo = (cc->W + 2 * cc->pad - cc->k) / cc->stride + 1;
-        const int K = cc->Cin / cc->groups * cc->k * cc->k;
+        const int K = cc->Cin / cc->groups * cc->k * cc->k, Wo = conv_wo(cc);
         sf_conv2d_set_tile_floats((size_t)K * Wo * 2);
         conv_check(cc, "im2col in bands");
-        sf_rng r;
-        sf_rng_seed(&r, 91);
-        sf_tensor *x = gc_leaf(4, (int[]){cc->B, cc->Cin, cc->H, cc->W}, 1);
-        sf_tensor *w = gc_leaf(4, (int[]){cc->Cout, cc->Cin / cc->groups, cc->k, cc->k}, 1);
-        sf_tensor *b = cc->bias ? gc_leaf(1, (int[]){cc->Cout}, 1) : NULL;
-        gc_fill_uniform(x, &r, -1.0f, 1.0f);
-        gc_fill_normal(w, &r, 0.5f);
-        if (b) gc_fill_normal(b, &r, 0.5f);
-        const size_t ny = (size_t)cc->B * cc->Cout * Ho * Wo;
-        float *seed = malloc(ny * sizeof(float));
-        for (size_t k = 0; k < ny; k++) seed[k] = 2 * sf_rng_uniform(&r) - 1;
-        sf_tensor *in[3] = {x, w, b};
-        const size_t n[4] = {ny, x->numel, w->numel, b ? b->numel : 0};
-        const char *what[4] = {"y", "dx", "dw", "db"};
+        sf_tensor *in[3];
+        float *seed = conv_inputs(cc, 91, in);
         const sf_precision precs[2] = {SF_PREC_FP32, SF_PREC_BF16_EMULATED};
         for (int pi = 0; pi < 2; pi++) {
             sf_precision_set(precs[pi]);
@@ -260,20 +246,14 @@ static void test_conv_bands(void) {
             run_conv_once(cc, in, seed, banded);
             sf_conv2d_set_tile_floats(0);
             run_conv_once(cc, in, seed, whole);
-            for (int k = 0; k < 4; k++) {
-                if (!n[k]) continue;
-                char name[200];
-                snprintf(name, sizeof name, "conv %s, %s: banded %s vs whole", cc->name, sf_precision_name(precs[pi]), what[k]);
-                allclose(name, banded[k], whole[k], n[k], 1e-5f, 1e-6f);
-                free(banded[k]);
-                free(whole[k]);
-            }
+            char vs[64];
+            snprintf(vs, sizeof vs, "%s: banded vs whole", sf_precision_name(precs[pi]));
+            conv_results_agree(vs, cc, in, banded, whole, 1e-5f, 1e-6f, 4e-6f);
+            for (int k = 0; k < 4; k++) free(banded[k]), free(whole[k]);
         }
         sf_precision_set(SF_PREC_FP32);
         free(seed);
-        gc_leaf_free(x);
-        gc_leaf_free(w);
-        gc_leaf_free(b);
+        for (int k = 0; k < 3; k++) gc_leaf_free(in[k]);
     }
     sf_conv2d_set_tile_floats(0);
 }

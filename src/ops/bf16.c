@@ -376,10 +376,7 @@ static int pack_weights = -1;
 
 void sf_bf16_pack_weights_set(int on) { pack_weights = on; }
 
-int sf_bf16_pack_weights_parse(const char *s) {
-    if (!s || !*s || !strcmp(s, "1")) return 1;
-    return !strcmp(s, "0") ? 0 : -1;
-}
+int sf_bf16_pack_weights_parse(const char *s) { return sf_parse_switch(s); }
 
 int sf_bf16_pack_weights_get(void) {
     if (pack_weights < 0) {

@@ -521,10 +521,7 @@ void sf_conv2d_set_tile_floats(size_t floats) { conv_tile_floats = floats; }
 
 void sf_conv2d_bands_set(int on) { conv_bands = on; }
 
-int sf_conv2d_bands_parse(const char *s) {
-    if (!s || !*s || !strcmp(s, "1")) return 1;
-    return !strcmp(s, "0") ? 0 : -1;
-}
+int sf_conv2d_bands_parse(const char *s) { return sf_parse_switch(s); }
 
 int sf_conv2d_bands_get(void) {
     if (conv_bands < 0) {

@@ -8,6 +8,7 @@
 #include "sfvit/precision.h"
 
 #include <stdint.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -59,6 +60,13 @@ int sf_break_backward(const char *op_name);
  * Process-wide setting. */
 typedef enum { SF_CONV_AUTO, SF_CONV_IM2COL, SF_CONV_PLANES, SF_CONV_CHANNELS_LAST } sf_conv_path;
 void sf_conv2d_set_path(sf_conv_path p);
+/* A 0/1 switch from the environment: 1 for "1" or unset (the default on), 0 for "0", -1 for
+ * anything else (SFVIT_PACK_WEIGHTS, SFVIT_CONV_BANDS). */
+static inline int sf_parse_switch(const char *s) {
+    if (!s || !*s || !strcmp(s, "1")) return 1;
+    return !strcmp(s, "0") ? 0 : -1;
+}
+
 /* Bands of output rows in the im2col path (src/ops/conv.c, conv_band_rows): 0, the default
  * rule (an image's columns above 3·2^18 floats, with K >= 4 Og, go in bands of about 2^18
  * floats and 512 output positions or more); n > 0 puts every conv with more than n floats of
