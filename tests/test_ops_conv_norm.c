@@ -197,6 +197,11 @@ static void test_conv(void) {
         /* enough channels for the channels-innermost kernel to be chosen (and a vector tail) */
         {"depthwise 3x3 s1 p1, 11 channels on 4x4 (LPI on a small grid)", 2, 11, 4, 4, 11, 3, 1, 1, 11, 1},
         {"depthwise 3x3 s2 p1, 12 channels on 9x7", 2, 12, 9, 7, 12, 3, 2, 1, 12, 0},
+        /* the planes' phases: several taps a phase, a phase with none, stride 3 */
+        {"depthwise 5x5 s2 p2, odd grid", 2, 3, 9, 7, 3, 5, 2, 2, 3, 1},
+        {"depthwise 1x1 s2 p0 (three phases without taps)", 2, 3, 5, 6, 3, 1, 2, 0, 3, 1},
+        {"depthwise 2x2 s2 p0, even kernel", 2, 3, 6, 7, 3, 2, 2, 0, 3, 0},
+        {"depthwise 3x3 s3 p1", 2, 3, 10, 8, 3, 3, 3, 1, 3, 1},
     };
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         for (int path = 0; path < 3; path++) {
@@ -213,6 +218,7 @@ static void test_conv(void) {
         {"depthwise 3x3 s1 p1 68x68, batch items 3 + 2", 5, 2, 68, 68, 2, 3, 1, 1, 2, 1},
         {"V-conv 9x9 p4 56x56 one channel, batch items 4 + 1", 5, 1, 56, 56, 1, 9, 1, 4, 1, 0},
         {"depthwise 3x3 s2 p1 40 channels on 28x28 (CvT k/v)", 3, 40, 28, 28, 40, 3, 2, 1, 40, 0},
+        {"depthwise 3x3 s2 p1 56x56, batch items 4 + 1 (CvT k/v, stage 1)", 5, 3, 56, 56, 3, 3, 2, 1, 3, 0},
         {"depthwise 3x3 s1 p1 96 channels on 4x4, batch 32 (Fashion-MNIST LPI)", 32, 96, 4, 4, 96, 3, 1, 1, 96, 1},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) conv_paths_agree(&big[i]);

@@ -3,8 +3,8 @@
  *
  * Direct kernels handle the depthwise case (groups == C_in == C_out: LPI's 3×3, SOFT's V-conv,
  * CvT's projections), where im2col would feed GEMMs with one output row: per channel plane
- * (with stride 1 over each channel's stacked, padded planes, dw_span_*, otherwise row by row,
- * dw_plane_forward), or with the channels innermost (dwl_*), chosen by shape
+ * (each channel's padded planes stacked and split into the stride's phases, dw_span_*), or
+ * with the channels innermost (dwl_*), chosen by shape
  * (conv_kernel_of). The im2col path stays the reference and the tests compare all three
  * (sf_conv2d_set_path).
  *
@@ -163,117 +163,138 @@ static int conv_is_pointwise(const conv_geom *c) {
     return c->kh == 1 && c->kw == 1 && c->stride == 1 && c->pad == 0;
 }
 
-/* Direct depthwise forward for one (b, c) plane: y (Ho, Wo) = Σ_taps w[ki,kj]·x shifted. */
-static void dw_plane_forward(float *y, const float *x, const float *w, const conv_geom *c) {
-    memset(y, 0, (size_t)c->Ho * c->Wo * sizeof(float));
-    for (int ki = 0; ki < c->kh; ki++)
-        for (int kj = 0; kj < c->kw; kj++) {
-            const float wv = w[ki * c->kw + kj];
-            int lo, hi;
-            valid_range(kj, c->stride, c->pad, c->W, c->Wo, &lo, &hi);
-            for (int oi = 0; oi < c->Ho; oi++) {
-                const int ii = oi * c->stride - c->pad + ki;
-                if (ii < 0 || ii >= c->H) continue;
-                const float *s = x + (size_t)ii * c->W;
-                float *d = y + (size_t)oi * c->Wo;
-                const int off = kj - c->pad;
-                if (c->stride == 1)
-                    row_axpy(d + lo, s + lo + off, wv, hi - lo);
-                else
-                    for (int oj = lo; oj < hi; oj++) d[oj] += wv * s[oj * c->stride + off];
-            }
-        }
-}
-
-/* Stride-1 depthwise convolution in "padded-width" coordinates, one work item (a channel and
- * a chunk of n images of the batch) at a time. The item's n planes are stacked, each
- * zero-padded to (Hp, Wp) = (H + 2p, W + 2p), into one (n·Hp, Wp) image. Output pixel
- * (j, oi, oj) of the chunk sits at o = (j·Hp + oi)·Wp + oj and tap (ki, kj) reads the stacked
- * input at o + ki·Wp + kj, which stays inside plane j's padded rows. So every tap is one
- * multiply-add over the contiguous run o ∈ [0, L), L = ((n − 1)·Hp + Ho − 1)·Wp + Wo (entries
- * outside the output pixels are scratch), instead of one short row at a time: whatever the grid
- * (LPI runs on 4×4 to 28×28, SOFT's V-conv on 14² to 56²). Chunks hold about DW_SPAN_FLOATS
- * floats, so a stack stays in cache and a channel's batch (SOFT's V-conv has 1 channel of
- * B·D images in its first stage) is still shared out over the threads. */
+/* Depthwise convolution in "padded-width" coordinates, one work item (a channel and a chunk of
+ * n images of the batch) at a time, for any stride s. Each of the item's n planes is
+ * zero-padded to (Hp, Wp) = (H + 2p, W + 2p) and split into its s² phases: phase (a, b) holds
+ * the padded pixels (r·s + a, q·s + b) at (r, q) of an (Hq, Wq) = (⌈Hp/s⌉, ⌈Wp/s⌉) grid (s = 1:
+ * the padded plane itself). Phase-major, each phase stacks the n images' grids into one
+ * (n·Hq, Wq) image. Output pixel (j, oi, oj) of the chunk sits at o = (j·Hq + oi)·Wq + oj, and
+ * tap (ki, kj) reads phase (ki mod s, kj mod s) at o + ⌊ki/s⌋·Wq + ⌊kj/s⌋, which stays inside
+ * plane j's grid. So every tap is one unit-stride multiply-add over the contiguous run
+ * o ∈ [0, L), L = ((n − 1)·Hq + Ho − 1)·Wq + Wo (entries outside the output pixels are scratch),
+ * instead of one short row, or for s > 1 one strided row, at a time: whatever the grid (LPI
+ * runs on 4×4 to 28×28, SOFT's V-conv on 14² to 56², CvT's stride-2 k/v on 56² and 28²).
+ * Chunks hold about DW_SPAN_FLOATS floats, so a stack stays in cache and a channel's batch
+ * (SOFT's V-conv has 1 channel of B·D images in its first stage) is still shared out over the
+ * threads. */
 #define DW_SPAN_FLOATS 16384
+#define DW_MAX_TAPS 128 /* kernels up to 11×11 (SOFT's largest V-conv is 9×9) */
 
 typedef struct dw_span {
-    int Hp, Wp;
+    int s, Hq, Wq;     /* stride, a phase's grid */
     int chunk, chunks; /* images per item, items per channel */
-    size_t plane;      /* Hp·Wp */
+    size_t plane;      /* Hq·Wq */
 } dw_span;
 
 static dw_span dw_span_of(const conv_geom *c) {
-    dw_span d = {c->H + 2 * c->pad, c->W + 2 * c->pad, 0, 0, 0};
-    d.plane = (size_t)d.Hp * d.Wp;
-    size_t n = DW_SPAN_FLOATS / d.plane;
+    const int s = c->stride;
+    dw_span d = {s, (c->H + 2 * c->pad + s - 1) / s, (c->W + 2 * c->pad + s - 1) / s, 0, 0, 0};
+    d.plane = (size_t)d.Hq * d.Wq;
+    size_t n = DW_SPAN_FLOATS / ((size_t)s * s * d.plane);
     d.chunk = n < 1 ? 1 : n > (size_t)c->B ? c->B : (int)n;
     d.chunks = (c->B + d.chunk - 1) / d.chunk;
     return d;
 }
 
+/* The floats of a chunk of n images' phases (and of each of its scratch stacks). */
+static size_t dw_stacked(const dw_span *d, int n) {
+    return (size_t)d->s * d->s * n * d->plane;
+}
+
 /* The run length for a chunk of n images. */
 static size_t dw_run(const conv_geom *c, const dw_span *d, int n) {
-    return (size_t)(n - 1) * d->plane + (size_t)(c->Ho - 1) * d->Wp + c->Wo;
+    return (size_t)(n - 1) * d->plane + (size_t)(c->Ho - 1) * d->Wq + c->Wo;
 }
 
-/* xp (n·Hp, Wp) = images b0..b0+n of channel ch of x (B, C, H, W), zero border of width pad. */
+/* Tap (ki, kj)'s offset from an output's position o into the phase stack of n images. */
+static inline size_t dw_tap_at(const dw_span *d, int n, int ki, int kj) {
+    const int phase = (ki % d->s) * d->s + kj % d->s;
+    return (size_t)phase * n * d->plane + (size_t)(ki / d->s) * d->Wq + kj / d->s;
+}
+
+/* The part of phase (a, b)'s grid that holds input pixels: rows [*r0, *r1) and columns
+ * [*q0, *q1); grid pixel (r, q) is input pixel (r·s + a − pad, q·s + b − pad). */
+static void dw_phase_part(const conv_geom *c, const dw_span *d, int a, int b, int *r0, int *r1,
+                          int *q0, int *q1) {
+    valid_range(a, d->s, c->pad, c->H, d->Hq, r0, r1);
+    valid_range(b, d->s, c->pad, c->W, d->Wq, q0, q1);
+}
+
+/* xp = the phases of images b0..b0+n of channel ch of x (B, C, H, W), zero border of width pad. */
 static void dw_stack(float *restrict xp, const float *restrict x, int ch, int b0, int n,
                      const conv_geom *c, const dw_span *d) {
-    memset(xp, 0, (size_t)n * d->plane * sizeof(float));
-    for (int j = 0; j < n; j++) {
-        const float *src = x + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
-        float *dst = xp + j * d->plane + (size_t)c->pad * d->Wp + c->pad;
-        for (int i = 0; i < c->H; i++)
-            for (int jj = 0; jj < c->W; jj++) dst[(size_t)i * d->Wp + jj] = src[(size_t)i * c->W + jj];
-    }
+    const int s = d->s;
+    memset(xp, 0, dw_stacked(d, n) * sizeof(float));
+    for (int j = 0; j < n; j++)
+        for (int a = 0; a < s; a++)
+            for (int b = 0; b < s; b++) {
+                int r0, r1, q0, q1;
+                dw_phase_part(c, d, a, b, &r0, &r1, &q0, &q1);
+                const float *plane = x + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
+                float *grid = xp + ((size_t)(a * s + b) * n + j) * d->plane;
+                const int off = b - c->pad; /* grid column q is input column q·s + off */
+                for (int r = r0; r < r1; r++) {
+                    float *restrict dst = grid + (size_t)r * d->Wq;
+                    const float *restrict src = plane + (size_t)(r * s + a - c->pad) * c->W;
+                    if (s == 1)
+                        memcpy(dst + q0, src + q0 + off, (size_t)(q1 - q0) * sizeof(float));
+                    else
+                        for (int q = q0; q < q1; q++) dst[q] = src[q * s + off];
+                }
+            }
 }
 
-/* y[o] = Σ_{ki, kj} w[ki, kj]·x[o + ki·Wp + kj] for o in [0, L), the taps summed in row-major
- * order; flipped, tap (ki, kj) reads x[o + (kh − 1 − ki)·Wp + kw − 1 − kj] instead (the
- * adjoint's gather). The outputs are taken DW_TAP_BLOCK at a time and every tap is added to the
- * block while it sits in registers: one load per multiply-add, where a pass per tap over the
- * whole run (an axpy) loads and stores the run once per tap, from L2 for SOFT's 9×9 V-conv.
- * Each output sums its taps in the same order either way, so the bits do not change. */
+/* y[o] = Σ_t w[t]·x[o + off[t]] for o in [0, L), the taps summed in the order given. The
+ * outputs are taken DW_TAP_BLOCK at a time and every tap is added to the block while it sits
+ * in registers: one load per multiply-add, where a pass per tap over the whole run (an axpy)
+ * loads and stores the run once per tap, from L2 for SOFT's 9×9 V-conv. Each output sums its
+ * taps in the same order either way, so the bits do not change. */
 #define DW_TAP_BLOCK 64
 
-static inline size_t dw_tap_at(int ki, int kj, int kh, int kw, int Wp, int flip) {
-    return flip ? (size_t)(kh - 1 - ki) * Wp + kw - 1 - kj : (size_t)ki * Wp + kj;
-}
+/* Eight floats, the accumulators' unit: written with GCC's vector extension so that each tap
+ * is one multiply-add per eight outputs whatever the target (a plain loop over the taps
+ * around a loop over the block is vectorized by GCC 12 over pairs of taps, reading the
+ * second of each pair with gathers: 4x slower). */
+typedef float dw_vec __attribute__((vector_size(32)));
 
-static void dw_taps(float *restrict y, const float *restrict x, const float *restrict w, int kh,
-                    int kw, int Wp, int flip, size_t L) {
+static void dw_taps(float *restrict y, const float *restrict x, const float *restrict w,
+                    const size_t *restrict off, int taps, size_t L) {
+    enum { VECS = DW_TAP_BLOCK / 8 };
     size_t o = 0;
     for (; o + DW_TAP_BLOCK <= L; o += DW_TAP_BLOCK) {
-        float acc[DW_TAP_BLOCK] = {0};
-        for (int ki = 0; ki < kh; ki++)
-            for (int kj = 0; kj < kw; kj++) {
-                const float *restrict s = x + o + dw_tap_at(ki, kj, kh, kw, Wp, flip);
-                const float wv = w[ki * kw + kj];
-#pragma omp simd
-                for (int i = 0; i < DW_TAP_BLOCK; i++) acc[i] += wv * s[i];
+        dw_vec acc[VECS] = {{0}};
+        for (int t = 0; t < taps; t++) {
+            const float *s = x + o + off[t];
+            const dw_vec wv = (dw_vec){0} + w[t];
+            for (int k = 0; k < VECS; k++) {
+                dw_vec v;
+                memcpy(&v, s + 8 * k, sizeof v);
+                acc[k] += wv * v;
             }
+        }
         memcpy(y + o, acc, sizeof acc);
     }
     /* the last outputs tap by tap, as above (a loop over the taps inside would be a
      * reduction, vectorized with separate multiplies and adds: other bits) */
     const int n = (int)(L - o);
     memset(y + o, 0, (size_t)n * sizeof(float));
-    for (int ki = 0; ki < kh; ki++)
-        for (int kj = 0; kj < kw; kj++)
-            row_axpy(y + o, x + o + dw_tap_at(ki, kj, kh, kw, Wp, flip), w[ki * kw + kj], n);
+    for (int t = 0; t < taps; t++) row_axpy(y + o, x + o + off[t], w[t], n);
 }
 
-/* Images b0..b0+n of channel ch of y (B, C, Ho, Wo) = Σ_taps w[ki, kj]·xp shifted; yw is scratch. */
+/* Images b0..b0+n of channel ch of y (B, C, Ho, Wo) = Σ_taps w[ki, kj]·xp shifted, the taps in
+ * row-major order (as im2col's product sums them); yw is scratch. */
 static void dw_span_forward(float *restrict y, float *restrict yw, const float *restrict xp,
                             const float *restrict w, int ch, int b0, int n, const conv_geom *c,
                             const dw_span *d) {
-    dw_taps(yw, xp, w, c->kh, c->kw, d->Wp, 0, dw_run(c, d, n));
+    size_t off[DW_MAX_TAPS];
+    for (int ki = 0; ki < c->kh; ki++)
+        for (int kj = 0; kj < c->kw; kj++) off[ki * c->kw + kj] = dw_tap_at(d, n, ki, kj);
+    dw_taps(yw, xp, w, off, c->kh * c->kw, dw_run(c, d, n));
     for (int j = 0; j < n; j++) {
         float *dst = y + ((size_t)(b0 + j) * c->Cout + ch) * c->Ho * c->Wo;
         const float *src = yw + j * d->plane;
         for (int oi = 0; oi < c->Ho; oi++)
-            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * c->Wo + oj] = src[(size_t)oi * d->Wp + oj];
+            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * c->Wo + oj] = src[(size_t)oi * d->Wq + oj];
     }
 }
 
@@ -295,44 +316,65 @@ static float dw_dot(const float *restrict a, const float *restrict b, size_t n) 
     return acc;
 }
 
-/* The zeros in front of gw that the adjoint's gather reads: the largest tap offset. */
+/* The zeros in front of gw that the adjoint's gather reads: the largest shift within a phase. */
 static size_t dw_margin(const conv_geom *c, const dw_span *d) {
-    return (size_t)(c->kh - 1) * d->Wp + c->kw - 1;
+    return (size_t)((c->kh - 1) / d->s) * d->Wq + (c->kw - 1) / d->s;
 }
 
-/* The adjoint for one item. gw holds G's images b0..b0+n of channel ch in padded-width
- * coordinates, zero everywhere else, including dw_margin floats in front of it (gw_m is their
- * start) and up to the end of the stack, so scratch positions drop out of the sums:
- * dx += Σ_taps w[ki, kj]·gw[q − ki·Wp − kj], gathered (flipped dw_taps) into the stacked
- * scratch dxp (n·Hp, Wp), and dw[tap] += <gw, xp shifted> over the run from dw_from (0; the
- * last plane's start when testing a broken backward). */
+/* The adjoint for one item. gw holds G's images b0..b0+n of channel ch on the (Hq, Wq) grids,
+ * zero everywhere else, including dw_margin floats in front of it (gw_m is their start) and up
+ * to the end of the stack, so scratch positions drop out of the sums:
+ * dw[tap] += <gw, phase shifted> over the run from dw_from (0; the last plane's start when
+ * testing a broken backward), and each phase of dx gathers its own taps (in row-major order),
+ * dx_phase[q] += Σ w[ki, kj]·gw[q − ⌊ki/s⌋·Wq − ⌊kj/s⌋], into the phase stack dxp, which is
+ * then added to dx at its pixels. */
 static void dw_span_backward(float *restrict dx, float *restrict dw, float *restrict dxp,
                              float *restrict gw_m, const float *restrict xp, const float *restrict G,
                              const float *restrict w, int ch, int b0, int n, size_t dw_from,
                              const conv_geom *c, const dw_span *d) {
-    const size_t L = dw_run(c, d, n), margin = dw_margin(c, d), stacked = (size_t)n * d->plane;
+    const size_t L = dw_run(c, d, n), margin = dw_margin(c, d), grids = (size_t)n * d->plane;
     float *restrict gw = gw_m + margin;
-    memset(gw_m, 0, (margin + stacked) * sizeof(float));
+    memset(gw_m, 0, (margin + grids) * sizeof(float));
     for (int j = 0; j < n; j++) {
         const float *src = G + ((size_t)(b0 + j) * c->Cout + ch) * c->Ho * c->Wo;
         float *dst = gw + j * d->plane;
         for (int oi = 0; oi < c->Ho; oi++)
-            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * d->Wp + oj] = src[(size_t)oi * c->Wo + oj];
+            for (int oj = 0; oj < c->Wo; oj++) dst[(size_t)oi * d->Wq + oj] = src[(size_t)oi * c->Wo + oj];
     }
     if (dw)
         for (int ki = 0; ki < c->kh; ki++)
-            for (int kj = 0; kj < c->kw; kj++) {
-                const size_t off = (size_t)ki * d->Wp + kj;
-                dw[ki * c->kw + kj] += dw_dot(gw + dw_from, xp + off + dw_from, L - dw_from);
-            }
+            for (int kj = 0; kj < c->kw; kj++)
+                dw[ki * c->kw + kj] += dw_dot(gw + dw_from, xp + dw_tap_at(d, n, ki, kj) + dw_from, L - dw_from);
     if (dx) {
-        dw_taps(dxp, gw_m, w, c->kh, c->kw, d->Wp, 1, stacked);
-        for (int j = 0; j < n; j++) {
-            float *dst = dx + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
-            const float *src = dxp + j * d->plane + (size_t)c->pad * d->Wp + c->pad;
-            for (int i = 0; i < c->H; i++)
-                for (int jj = 0; jj < c->W; jj++) dst[(size_t)i * c->W + jj] += src[(size_t)i * d->Wp + jj];
-        }
+        for (int a = 0; a < d->s; a++)
+            for (int b = 0; b < d->s; b++) {
+                float wv[DW_MAX_TAPS];
+                size_t off[DW_MAX_TAPS];
+                int taps = 0;
+                for (int ki = a; ki < c->kh; ki += d->s)
+                    for (int kj = b; kj < c->kw; kj += d->s, taps++) {
+                        wv[taps] = w[ki * c->kw + kj];
+                        off[taps] = margin - (size_t)(ki / d->s) * d->Wq - kj / d->s;
+                    }
+                dw_taps(dxp + (size_t)(a * d->s + b) * grids, gw_m, wv, off, taps, grids);
+            }
+        for (int j = 0; j < n; j++)
+            for (int a = 0; a < d->s; a++)
+                for (int b = 0; b < d->s; b++) {
+                    int r0, r1, q0, q1;
+                    dw_phase_part(c, d, a, b, &r0, &r1, &q0, &q1);
+                    float *plane = dx + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
+                    const float *grid = dxp + ((size_t)(a * d->s + b) * n + j) * d->plane;
+                    const int off = b - c->pad; /* grid column q is input column q·s + off */
+                    for (int r = r0; r < r1; r++) {
+                        const float *restrict src = grid + (size_t)r * d->Wq;
+                        float *restrict dst = plane + (size_t)(r * d->s + a - c->pad) * c->W;
+                        if (d->s == 1)
+                            row_axpy(dst + q0 + off, src + q0, 1.0f, q1 - q0);
+                        else
+                            for (int q = q0; q < q1; q++) dst[q * d->s + off] += src[q];
+                    }
+                }
     }
 }
 
@@ -554,13 +596,13 @@ static int conv_image_parallel(const conv_geom *c, int K) {
 
 static sf_conv_path conv_kernel_of(const conv_geom *c) {
     const int depthwise = c->groups == c->Cin && c->groups == c->Cout;
-    if (!depthwise || conv_path == SF_CONV_IM2COL) return SF_CONV_IM2COL;
+    if (!depthwise || c->kh * c->kw > DW_MAX_TAPS || conv_path == SF_CONV_IM2COL) return SF_CONV_IM2COL;
     if (conv_path != SF_CONV_AUTO) return conv_path; /* a forced direct kernel */
     /* Measured on Zen 3, 2 threads (build/bench/conv; docs/performance.md, "Depthwise
-     * convolution with the channels innermost"): the channels win on small output grids (4×4
-     * padded to 6×6 is 2.25× the work for the planes, and CvT's stride-2 14×14 → 7×7 goes row
-     * by row there); on larger grids, stride 1 or 2, the transposes cost as much as they save
-     * or more, and with few channels there is no vector to fill. */
+     * convolution with the channels innermost"; again on Zen 5 with the planes' phases): the
+     * channels win on small output grids (4×4 padded to 6×6 is 2.25× the work for the planes;
+     * CvT's stride-2 14×14 → 7×7); on larger grids, stride 1 or 2, the transposes cost as much
+     * as they save or more, and with few channels there is no vector to fill. */
     const int channels_win = c->Cin >= 8 && c->Ho * c->Wo <= 64;
     return channels_win ? SF_CONV_CHANNELS_LAST : SF_CONV_PLANES;
 }
@@ -608,9 +650,9 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         sf_arena_release(g->arena, wt, (size_t)k2 * C * sizeof(float));
         sf_arena_release(g->arena, yt, ny * sizeof(float));
         sf_arena_release(g->arena, xt, nx * sizeof(float));
-    } else if (kernel == SF_CONV_PLANES && stride == 1) {
+    } else if (kernel == SF_CONV_PLANES) {
         const dw_span d = dw_span_of(&c);
-        const size_t stack = (size_t)d.chunk * d.plane;  // xp (chunk·Hp, Wp); yw fits in the same size
+        const size_t stack = dw_stacked(&d, d.chunk);  // xp, the chunk's phases; yw fits in the same size
         float *scratch = sf_arena_alloc(g->arena, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
 #pragma omp parallel if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
         {
@@ -624,11 +666,6 @@ static sf_tensor *conv2d(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
             }
         }
         sf_arena_release(g->arena, scratch, (size_t)sf_thread_slots() * 2 * stack * sizeof(float));
-    } else if (kernel == SF_CONV_PLANES) {
-#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * c.kh * c.kw > 32768)
-        for (int p = 0; p < c.B * c.Cout; p++)
-            dw_plane_forward(out->data + (size_t)p * HoWo, x->data + (size_t)p * c.H * c.W,
-                             w->data + (size_t)(p % c.Cout) * c.kh * c.kw, &c);
     } else {
         /* Column buffers (fp32, or bf16 in bf16 precision), reused for every (b, group): arena
          * scratch, one per thread when the images are shared out. */
@@ -761,13 +798,13 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         if (xt) sf_arena_release(g->arena, xt, nx * sizeof(float));
         return;
     }
-    if (kernel == SF_CONV_PLANES && c.stride == 1) {
+    if (kernel == SF_CONV_PLANES) {
         /* Items as in the forward. An item owns its dx planes; its dw sums go to its thread's
          * own (Cout, k2) copy, added up after the loop (the broken variant keeps only the
          * last image's). */
         const dw_span d = dw_span_of(&c);
         const int k2 = c.kh * c.kw, slots = sf_thread_slots();
-        const size_t stack = (size_t)d.chunk * d.plane;  // xp, dxp (chunk·Hp, Wp); gw after its margin
+        const size_t stack = dw_stacked(&d, d.chunk);  // xp, dxp: the chunk's phases; gw after its margin
         const size_t per_slot = 3 * stack + dw_margin(&c, &d);
         const size_t scratch_bytes = (size_t)slots * per_slot * sizeof(float);
         const size_t part_bytes = (size_t)slots * c.Cout * k2 * sizeof(float);
@@ -797,63 +834,6 @@ void sf_conv2d_backward(sf_ctx *g, sf_node *node) {
         sf_arena_release(g->arena, scratch, scratch_bytes);
         return;
     }
-    if (kernel == SF_CONV_PLANES) {
-        const int k2 = c.kh * c.kw;
-        if (dx) {
-            /* dx[ii, jj] += w[ki, kj]·G[oi, oj] over the taps that read (ii, jj) */
-#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
-            for (int p = 0; p < c.B * c.Cout; p++) {
-                const float *gp = G + (size_t)p * HoWo, *wp = w->data + (size_t)(p % c.Cout) * k2;
-                float *dxp = dx + (size_t)p * c.H * c.W;
-                for (int ki = 0; ki < c.kh; ki++)
-                    for (int kj = 0; kj < c.kw; kj++) {
-                        int lo, hi;
-                        valid_range(kj, c.stride, c.pad, c.W, c.Wo, &lo, &hi);
-                        for (int oi = 0; oi < c.Ho; oi++) {
-                            const int ii = oi * c.stride - c.pad + ki;
-                            if (ii < 0 || ii >= c.H) continue;
-                            float *d = dxp + (size_t)ii * c.W;
-                            const float *s = gp + (size_t)oi * c.Wo;
-                            const float wv = wp[ki * c.kw + kj];
-                            const int off = kj - c.pad;
-                            if (c.stride == 1)
-                                row_axpy(d + lo + off, s + lo, wv, hi - lo);
-                            else
-                                for (int oj = lo; oj < hi; oj++) d[oj * c.stride + off] += wv * s[oj];
-                        }
-                    }
-            }
-        }
-        if (dw) {
-            /* dw[c, ki, kj] += Σ_{b, oi, oj} G[b, c, oi, oj]·x[b, c, ii, jj]; one thread per channel */
-#pragma omp parallel for if ((size_t)c.B * c.Cout * HoWo * k2 > 32768)
-            for (int ch = 0; ch < c.Cout; ch++)
-                for (int bi = broken ? c.B - 1 : 0; bi < c.B; bi++) {
-                    const size_t p = (size_t)bi * c.Cout + ch;
-                    const float *gp = G + p * HoWo, *xp = x->data + p * c.H * c.W;
-                    for (int ki = 0; ki < c.kh; ki++)
-                        for (int kj = 0; kj < c.kw; kj++) {
-                            int lo, hi;
-                            valid_range(kj, c.stride, c.pad, c.W, c.Wo, &lo, &hi);
-                            float acc = 0;
-                            for (int oi = 0; oi < c.Ho; oi++) {
-                                const int ii = oi * c.stride - c.pad + ki;
-                                if (ii < 0 || ii >= c.H) continue;
-                                const float *s = xp + (size_t)ii * c.W;
-                                const float *gr = gp + (size_t)oi * c.Wo;
-                                const int off = kj - c.pad;
-                                if (c.stride == 1)
-                                    acc += row_dot(gr + lo, s + lo + off, hi - lo);
-                                else
-                                    for (int oj = lo; oj < hi; oj++) acc += gr[oj] * s[oj * c.stride + off];
-                            }
-                            dw[(size_t)ch * k2 + ki * c.kw + kj] += acc;
-                        }
-                }
-        }
-        return;
-    }
-
     const int pointwise = conv_is_pointwise(&c), image_par = conv_image_parallel(&c, K);
     const int slots = image_par ? sf_thread_slots() : 1, bf16 = sf_precision_get() != SF_PREC_FP32;
     const int band = conv_band_rows(&c, K), banded = band < c.Ho; /* output rows at a time */
