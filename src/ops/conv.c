@@ -220,28 +220,39 @@ static void dw_phase_part(const conv_geom *c, const dw_span *d, int a, int b, in
     valid_range(b, d->s, c->pad, c->W, d->Wq, q0, q1);
 }
 
+/* Between an image plane (H, W) and its phases, image j of a chunk of n in the phase stack
+ * xp: the plane `from` copied into its phases (the border stays as it was), or the phases
+ * added onto the plane `onto` (the adjoint's way back); the other one is NULL. */
+static void dw_phases_move(float *restrict xp, const float *restrict from, float *restrict onto, int j,
+                           int n, const conv_geom *c, const dw_span *d) {
+    const int s = d->s;
+    for (int a = 0; a < s; a++)
+        for (int b = 0; b < s; b++) {
+            int r0, r1, q0, q1;
+            dw_phase_part(c, d, a, b, &r0, &r1, &q0, &q1);
+            float *grid = xp + ((size_t)(a * s + b) * n + j) * d->plane;
+            const int off = b - c->pad; /* grid column q is input column q·s + off */
+            for (int r = r0; r < r1; r++) {
+                float *restrict g = grid + (size_t)r * d->Wq;
+                const size_t row = (size_t)(r * s + a - c->pad) * c->W;
+                if (onto && s == 1)
+                    row_axpy(onto + row + q0 + off, g + q0, 1.0f, q1 - q0);
+                else if (onto)
+                    for (int q = q0; q < q1; q++) onto[row + q * s + off] += g[q];
+                else if (s == 1)
+                    memcpy(g + q0, from + row + q0 + off, (size_t)(q1 - q0) * sizeof(float));
+                else
+                    for (int q = q0; q < q1; q++) g[q] = from[row + q * s + off];
+            }
+        }
+}
+
 /* xp = the phases of images b0..b0+n of channel ch of x (B, C, H, W), zero border of width pad. */
 static void dw_stack(float *restrict xp, const float *restrict x, int ch, int b0, int n,
                      const conv_geom *c, const dw_span *d) {
-    const int s = d->s;
     memset(xp, 0, dw_stacked(d, n) * sizeof(float));
     for (int j = 0; j < n; j++)
-        for (int a = 0; a < s; a++)
-            for (int b = 0; b < s; b++) {
-                int r0, r1, q0, q1;
-                dw_phase_part(c, d, a, b, &r0, &r1, &q0, &q1);
-                const float *plane = x + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
-                float *grid = xp + ((size_t)(a * s + b) * n + j) * d->plane;
-                const int off = b - c->pad; /* grid column q is input column q·s + off */
-                for (int r = r0; r < r1; r++) {
-                    float *restrict dst = grid + (size_t)r * d->Wq;
-                    const float *restrict src = plane + (size_t)(r * s + a - c->pad) * c->W;
-                    if (s == 1)
-                        memcpy(dst + q0, src + q0 + off, (size_t)(q1 - q0) * sizeof(float));
-                    else
-                        for (int q = q0; q < q1; q++) dst[q] = src[q * s + off];
-                }
-            }
+        dw_phases_move(xp, x + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W, NULL, j, n, c, d);
 }
 
 /* y[o] = Σ_t w[t]·x[o + off[t]] for o in [0, L), the taps summed in the order given. The
@@ -359,22 +370,7 @@ static void dw_span_backward(float *restrict dx, float *restrict dw, float *rest
                 dw_taps(dxp + (size_t)(a * d->s + b) * grids, gw_m, wv, off, taps, grids);
             }
         for (int j = 0; j < n; j++)
-            for (int a = 0; a < d->s; a++)
-                for (int b = 0; b < d->s; b++) {
-                    int r0, r1, q0, q1;
-                    dw_phase_part(c, d, a, b, &r0, &r1, &q0, &q1);
-                    float *plane = dx + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W;
-                    const float *grid = dxp + ((size_t)(a * d->s + b) * n + j) * d->plane;
-                    const int off = b - c->pad; /* grid column q is input column q·s + off */
-                    for (int r = r0; r < r1; r++) {
-                        const float *restrict src = grid + (size_t)r * d->Wq;
-                        float *restrict dst = plane + (size_t)(r * d->s + a - c->pad) * c->W;
-                        if (d->s == 1)
-                            row_axpy(dst + q0 + off, src + q0, 1.0f, q1 - q0);
-                        else
-                            for (int q = q0; q < q1; q++) dst[q * d->s + off] += src[q];
-                    }
-                }
+            dw_phases_move(dxp, NULL, dx + ((size_t)(b0 + j) * c->Cin + ch) * c->H * c->W, j, n, c, d);
     }
 }
 
