@@ -1,6 +1,8 @@
 /* test_ops_fast.c — the fast paths against their simple references:
  *   - sf_fast_expf / sf_fast_phif (ops_internal.h) against libm on dense grids;
  *   - GELU (erf and tanh forms) forward and backward against the libm formulas;
+ *   - GELU's and QuickGELU's tables on bf16 input (sf_act_bf16_table): at every one of the
+ *     65536 bf16 values, the bits of the op's own forward and backward slope;
  *   - gradients written into new buffers (sf_grad_dst) against accumulation into zeros,
  *     for linear, gelu, layernorm, l1norm, sima (both orders) and heads_merge;
  *   - the one-pass heads_split backward (all parts gathered) against the per-part
@@ -99,6 +101,35 @@ static void test_gelu_reference(void) {
     free(G);
     free(wy);
     free(wd);
+}
+
+/* The value and slope tables an MLP's activation reads in bf16 (sf_act_bf16_table) replace
+ * the computed forward and slope only if they hold the same bits: every bf16 value
+ * (infinities and NaNs included) through the plain op in fp32, its backward seeded with 1. */
+static void test_act_bf16_tables(void) {
+    enum { n = 65536 };
+    for (int k = 0; k < 2; k++) {
+        const sf_op op = k ? SF_OP_QUICK_GELU : SF_OP_GELU;
+        sf_tensor *x = gc_leaf(1, (int[]){n}, 1);
+        for (int i = 0; i < n; i++) x->data[i] = sf_from_bf16((uint16_t)i);
+        float *ones = malloc(n * sizeof(float));
+        for (int i = 0; i < n; i++) ones[i] = 1.0f;
+        sf_ctx g;
+        sf_ctx_init(&g, 1 << 20);
+        sf_tensor *y = k ? sf_quick_gelu(&g, x) : sf_gelu(&g, x);
+        const float *value = sf_act_bf16_table(op, 0), *slope = sf_act_bf16_table(op, 1);
+        int value_diff = 0, slope_diff = 0;
+        for (int i = 0; i < n; i++) value_diff += memcmp(&value[i], &y->data[i], sizeof(float)) != 0;
+        sf_backward_seeded(&g, y, ones);
+        for (int i = 0; i < n; i++) slope_diff += memcmp(&slope[i], &x->grad[i], sizeof(float)) != 0;
+        CHECK(value_diff == 0 && slope_diff == 0, "%s tables: %d values and %d slopes of 65536 differ from the op's bits",
+              sf_op_name(op), value_diff, slope_diff);
+        sf_ctx_free(&g);
+        x->grad = NULL;
+        gc_leaf_free(x);
+        free(ones);
+    }
+    CHECK(sf_act_bf16_table(SF_OP_RELU, 0) == NULL, "relu has no table (a select is cheaper than a load)");
 }
 
 /* Runs build() twice with every leaf gradient first NULL (new buffers, written) and then
@@ -314,6 +345,7 @@ int main(void) {
     sf_threads_init(0);
     test_fast_math();
     test_gelu_reference();
+    test_act_bf16_tables();
     test_write_paths();
     test_heads_split_gather();
     test_add_shared_and_arena();

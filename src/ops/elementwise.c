@@ -21,6 +21,7 @@
 #include "ops_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -380,6 +381,48 @@ void sf_relu_backward(sf_ctx *g, sf_node *node) {
 
 typedef void (*act_block_bf16_fn)(float *restrict y, const uint16_t *restrict x, size_t n);
 
+/* A bf16 x has 65536 values, so GELU's and QuickGELU's value and slope on bf16 input are
+ * read from tables of all of them: a load in place of an exponential and a division (the
+ * activation's two passes over an MLP's widest tensor). Each table is the output of the
+ * very loop it replaces, run once over every bit pattern: the same bits. 256 KiB a table,
+ * made on first use; the part a model's activations touch (|x| from 2^-10 to 2^4: a few
+ * thousand entries) stays in cache. ReLU's select costs less than a load: no table. */
+#define BF16_VALUES 65536
+typedef struct {
+    pthread_once_t once;
+    float value[BF16_VALUES], slope[BF16_VALUES];
+} act_tables;
+
+#define ACT_TABLES(name, SLOPE)                                                                 \
+    static act_tables name##_tables = {.once = PTHREAD_ONCE_INIT};                              \
+    static void name##_tables_fill(void) {                                                      \
+        const volatile float one = 1.0f; /* keep read at run time, as in the backward: NaNs' */ \
+        const float keep = one;          /* payloads too come out the same */                    \
+        for (size_t lo = 0; lo < BF16_VALUES; lo += AW_BLOCK) {                                 \
+            uint16_t bits[AW_BLOCK];                                                            \
+            for (size_t i = 0; i < AW_BLOCK; i++) bits[i] = (uint16_t)(lo + i);                 \
+            name##_block_bf16_in(name##_tables.value + lo, bits, AW_BLOCK);                      \
+            float *slope = name##_tables.slope + lo;                                            \
+            _Pragma("omp simd") for (size_t i = 0; i < AW_BLOCK; i++) {                         \
+                const float x = sf_from_bf16(bits[i]);                                          \
+                slope[i] = (SLOPE);                                                             \
+            }                                                                                   \
+        }                                                                                       \
+    }
+ACT_TABLES(gelu, sf_gelu_slope(x, keep))
+ACT_TABLES(quick_gelu, sf_quick_gelu_slope(x, keep))
+#undef ACT_TABLES
+
+const float *sf_act_bf16_table(sf_op op, int slope) {
+    act_tables *t;
+    switch (op) {
+    case SF_OP_GELU: pthread_once(&gelu_tables.once, gelu_tables_fill), t = &gelu_tables; break;
+    case SF_OP_QUICK_GELU: pthread_once(&quick_gelu_tables.once, quick_gelu_tables_fill), t = &quick_gelu_tables; break;
+    default: return NULL;
+    }
+    return slope ? t->slope : t->value;
+}
+
 /* The block functions of an activation a linear layer feeds as one op: on fp32 input (f) and
  * on bf16 input (f16). */
 static void mlp_act_blocks(sf_op op, act_block_fn *f, act_block_bf16_fn *f16) {
@@ -407,6 +450,7 @@ sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
     act_block_fn f;
     act_block_bf16_fn f16;
     mlp_act_blocks(op, &f, &f16);
+    const float *table = sf_act_bf16_table(op, 0);
     sf_tensor *y = sf_tensor_for_linear(g, h->ndim, h->shape);
     const size_t n = h->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
     const float *hf = h->data;
@@ -416,7 +460,13 @@ sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
         const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
         if (hf) sf_bf16_convert(hf + lo, h16 + lo, m);
         float block[AW_BLOCK];
-        f16(block, h16 + lo, m);
+        if (table) {
+            const uint16_t *hk = h16 + lo;
+#pragma omp simd
+            for (size_t i = 0; i < m; i++) block[i] = table[hk[i]];
+        } else {
+            f16(block, h16 + lo, m);
+        }
         sf_bf16_convert(block, y->data16 + lo, m);
     }
     if (hf) sf_tensor_keep_bf16(g, h, h16);

@@ -197,7 +197,12 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
         }                                                                            \
     } while (0)
 static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
-                         float keep) {
+                         float keep, const float *slope) {
+    if (h16 && slope) { /* the slope at every bf16 input, from the same expression */
+#pragma omp simd
+        for (int o = 0; o < O; o++) row[o] = Ga[o] * slope[h16[o]];
+        return;
+    }
     switch (op) {
     case SF_OP_GELU: ACT_GRAD_LOOP(Ga[o] * sf_gelu_slope(x, keep)); return;
     case SF_OP_QUICK_GELU: ACT_GRAD_LOOP(Ga[o] * sf_quick_gelu_slope(x, keep)); return;
@@ -225,6 +230,8 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     const sf_op op = (sf_op)act->op;
     /* teeth, as the activation's own backward: GELU's x phi(x) term, QuickGELU's k x s (1 - s) */
     const float keep = sf_break_backward(op == SF_OP_GELU ? "gelu" : op == SF_OP_QUICK_GELU ? "quick_gelu" : "") ? 0.0f : 1.0f;
+    /* h in bf16: the slope from its table, but computed in the broken variant */
+    const float *slope = h16 && keep != 0.0f ? sf_act_bf16_table(op, 1) : NULL;
     uint16_t *G16 = linear_wants_g16(lin) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
     float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
@@ -240,7 +247,7 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         for (int r = k * COLSUM_ROWS; r < r1; r++) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
-            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep);
+            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, slope);
             if (p) {
 #pragma omp simd
                 for (int o = 0; o < O; o++) p[o] += row[o];

@@ -155,6 +155,9 @@ static inline __attribute__((always_inline)) float sf_relu_grad(float x, float G
 /* A linear layer whose output only its activation reads (sf_linear_act_to_linear): the
  * activation's node act (GELU, QuickGELU or ReLU) runs the backward of both, lin's (matmul.c). */
 void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
+/* GELU's or QuickGELU's value (slope 0) or slope (slope 1) at every bf16 input, indexed by
+ * its bits; NULL for an activation without tables (elementwise.c). */
+const float *sf_act_bf16_table(sf_op op, int slope);
 /* The activation (SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU) of an MLP's fc1 output h in bf16
  * precision (sf_linear_act_to_linear): h in bf16 alone (written so by oneDNN's kernels) or in
  * fp32 (fp32 kernels: rounded here, in the same pass, and its fp32 data given back); the
