@@ -17,8 +17,9 @@
  *
  * Output: one line per measurement, "op<TAB>shape<TAB>ms", and comment lines starting with
  * '#'. Threads: SFVIT_THREADS (default: every core), one setting for OpenMP and OpenBLAS.
- * Usage: ops [reps] [filter]   (default 9 timed repetitions after 2 warm-up runs; filter: run
- * only the variants whose name contains it).
+ * Usage: ops [reps] [filter] [precision]   (default 9 timed repetitions after 2 warm-up runs;
+ * filter: run only the variants whose name contains it, "" for all; precision: fp32 (the
+ * default), bf16 (where oneDNN has native bf16) or bf16_emulated, as train.precision).
  *
  * Deliberately not here: projections, MLPs, the landmark convolution (the op costs only).
  *
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #include "sfvit/ops.h"
+#include "sfvit/precision.h"
 
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
@@ -126,12 +128,19 @@ static double time_variant(sf_ctx *g, bench_fn fn, bench_leaves *x, int reps) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 9;
-    const char *filter = argc > 2 ? argv[2] : NULL;
+    const char *filter = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    const int prec = argc > 3 ? sf_precision_parse(argv[3]) : SF_PREC_FP32;
     if (reps < 1) reps = 1;
+    const char *why = NULL;
+    if (prec < 0 || (prec == SF_PREC_BF16 && !sf_dnnl_bf16_native(&why))) {
+        fprintf(stderr, "ops: precision %s: %s\n", argv[3], prec < 0 ? "not fp32, bf16 or bf16_emulated" : why);
+        return 2;
+    }
     int threads = sf_threads_init(0);
+    sf_precision_set((sf_precision)prec);
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("# sfvit threads %d, OPENBLAS_CORETYPE=%s, OpenBLAS core %s (%s)\n", threads, ct ? ct : "(unset)",
-           openblas_get_corename(), openblas_get_config());
+    printf("# sfvit threads %d, precision %s, OPENBLAS_CORETYPE=%s, OpenBLAS core %s (%s)\n", threads,
+           sf_precision_name((sf_precision)prec), ct ? ct : "(unset)", openblas_get_corename(), openblas_get_config());
     const bench_shape shapes[] = {
         {8, 6, 197, 64}, {1, 8, 256, 64}, {8, 8, 256, 64}, {1, 8, 64, 256}, {8, 8, 64, 256},
     };

@@ -618,21 +618,30 @@ void sf_msa_backward(sf_ctx *g, sf_node *node) {
     size_t per = (size_t)Nq * N;
     attn_par par = attn_par_begin(L);
     float *dz_all = attn_alloc(g, (size_t)par.nthr * per); // per thread: (Nq, N) dP, then dZ
+    /* per thread, in bf16: G's slice and dZ, each read by two products (rounded once, as in
+     * sima's backward) */
+    const size_t nq = (size_t)Nq * D, per16 = nq + per;
+    uint16_t *r16_all =
+        sf_precision_get() != SF_PREC_FP32 ? sf_arena_alloc(g->arena, (size_t)par.nthr * per16 * sizeof *r16_all) : NULL;
 #pragma omp parallel for schedule(static) if (par.on)
     for (int l = 0; l < L; l++) {
         float *dz = dz_all + (size_t)sf_thread_slot() * per;
-        const float *ql = q->data + (size_t)l * Nq * D, *kl = k->data + (size_t)l * N * D;
+        uint16_t *g16 = r16_all ? r16_all + (size_t)sf_thread_slot() * per16 : NULL, *dz_scratch = g16 ? g16 + nq : NULL;
+        const float *ql = q->data + (size_t)l * nq, *kl = k->data + (size_t)l * N * D;
         const float *vl = v->data + (size_t)l * N * D;
-        const float *gl = o->grad + (size_t)l * Nq * D;
+        const float *gl = o->grad + (size_t)l * nq;
         const float *pl = sv->p + (size_t)l * per;
-        if (dv) sf_gemm_prec(1, 0, N, D, Nq, 1.0f, pl, gl, 1.0f, dv + (size_t)l * N * D); // dV += P^T G
+        const uint16_t *gl16 = round_once(dv && (dq || dk) ? g16 : NULL, gl, nq);
+        if (dv) sf_gemm_prec_w(1, 0, N, D, Nq, 1.0f, pl, NULL, gl, gl16, 1.0f, dv + (size_t)l * N * D); // dV += P^T G
         if (!dq && !dk) continue;
-        sf_gemm_prec(0, 1, Nq, N, D, 1.0f, gl, vl, 0.0f, dz); // dP = G V^T
+        sf_gemm_prec_w(0, 1, Nq, N, D, 1.0f, gl, gl16, vl, NULL, 0.0f, dz); // dP = G V^T
         if (!broken) softmax_rows_backward(dz, pl, Nq, N); // dZ (the teeth skip the Jacobian)
-        if (dq) sf_gemm_prec(0, 0, Nq, D, N, scale, dz, kl, 1.0f, dq + (size_t)l * Nq * D); // dQ += s dZ K
-        if (dk) sf_gemm_prec(1, 0, N, D, Nq, scale, dz, ql, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
+        const uint16_t *dz16 = round_once(dq && dk ? dz_scratch : NULL, dz, per);
+        if (dq) sf_gemm_prec_w(0, 0, Nq, D, N, scale, dz, dz16, kl, NULL, 1.0f, dq + (size_t)l * nq); // dQ += s dZ K
+        if (dk) sf_gemm_prec_w(1, 0, N, D, Nq, scale, dz, dz16, ql, NULL, 1.0f, dk + (size_t)l * N * D); // dK += s dZ^T Q
     }
     attn_par_end(par);
+    if (r16_all) sf_arena_release(g->arena, r16_all, (size_t)par.nthr * per16 * sizeof *r16_all);
     attn_free(g, dz_all, (size_t)par.nthr * per);
 }
 
