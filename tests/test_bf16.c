@@ -821,8 +821,12 @@ static mlp_run run_mlp(sf_op act, int fused, int bias, sf_tensor *const *leaves,
     return r;
 }
 
-static void test_linear_act(void) {
-    enum { B = 2, N = 70, C = 24, Hd = 96, O = 24 }; /* 140 rows: three blocks of the bias sum */
+/* large: fc1's output of 1 M values, where GELU and QuickGELU read their bf16 tables
+ * (sf_act_bf16_values / _grad); the bf16 precisions and those two only. Else 140 rows (three
+ * blocks of the bias sum), every case. */
+static void test_linear_act(int large) {
+    enum { C = 24, O = 24 };
+    const int B = large ? 8 : 2, N = large ? 1024 : 70, Hd = large ? 128 : 96;
     sf_rng r;
     sf_rng_seed(&r, 17);
     sf_tensor *leaves[LG_LEAVES] = {gc_leaf(3, (int[]){B, N, C}, 1), gc_leaf(2, (int[]){Hd, C}, 1), gc_leaf(1, (int[]){Hd}, 1),
@@ -830,11 +834,11 @@ static void test_linear_act(void) {
     for (int i = 0; i < LG_LEAVES; i++) gc_fill_normal(leaves[i], &r, 1.0f);
     float *R = malloc(B * N * O * sizeof(float));
     for (int k = 0; k < B * N * O; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
-    for (int p = 0; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
+    for (int p = large; p < 3; p++) { /* fp32, bf16_emulated, bf16 on fp32 kernels */
         sf_precision_set(p == 0 ? SF_PREC_FP32 : p == 1 ? SF_PREC_BF16_EMULATED : SF_PREC_BF16);
         sf_bf16_products_set(SF_BF16_PRODUCTS_FP32);
         const char *pn = p == 2 ? "bf16 on fp32 kernels" : sf_precision_name(sf_precision_get());
-        for (int v = 0; v < 12; v++) {
+        for (int v = 0; v < (large ? 8 : 12); v++) {
             const int bias = v & 1, frozen = (v >> 1) & 1;
             const sf_op act = (const sf_op[]){SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU}[v >> 2];
             const char *an = sf_op_name(act);
@@ -842,8 +846,8 @@ static void test_linear_act(void) {
             mlp_run apart = run_mlp(act, 0, bias, leaves, R), fused = run_mlp(act, 1, bias, leaves, R);
             int same = !memcmp(apart.y, fused.y, B * N * O * sizeof(float));
             for (int i = 0; i < LG_LEAVES; i++) same = same && !memcmp(apart.grad[i], fused.grad[i], leaves[i]->numel * sizeof(float));
-            CHECK(same, "linear + %s, %s, %s, %s fc1 weight: the two ops' output and gradients bit for bit", an, pn,
-                  bias ? "bias" : "no bias", frozen ? "frozen" : "trained");
+            CHECK(same, "linear + %s (%d rows), %s, %s, %s fc1 weight: the two ops' output and gradients bit for bit", an,
+                  B * N, pn, bias ? "bias" : "no bias", frozen ? "frozen" : "trained");
             /* fc1's output (B N Hd) kept in bf16 alone: 2 bytes an element less than in fp32 */
             const size_t saved = apart.in_use - fused.in_use, half = (size_t)B * N * Hd * 2;
             CHECK(p > 0 ? saved >= half && saved < 2 * half : saved == 0,
@@ -858,7 +862,10 @@ static void test_linear_act(void) {
     sf_precision_set(SF_PREC_FP32);
     for (int i = 0; i < LG_LEAVES; i++) gc_leaf_free(leaves[i]);
     free(R);
-    printf("  fc1 + GELU, QuickGELU, ReLU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
+    if (large)
+        printf("  fc1 + GELU, QuickGELU at 1 M values (the bf16 tables): the bits of the two ops\n");
+    else
+        printf("  fc1 + GELU, QuickGELU, ReLU as one op: the bits of the two ops (fc1's output rounded in bf16), kept in bf16 alone\n");
 }
 
 /* ---- 10. layer scale with its input handed over ---- */
@@ -1075,7 +1082,8 @@ int main(void) {
     test_products_choice();
     test_sima_copies();
     test_norm_reads_copy();
-    test_linear_act();
+    test_linear_act(0);
+    test_linear_act(1);
     test_products_skipped();
     test_layer_scale();
     test_conv_last_use();

@@ -1,8 +1,8 @@
 /* test_ops_fast.c — the fast paths against their simple references:
  *   - sf_fast_expf / sf_fast_phif (ops_internal.h) against libm on dense grids;
  *   - GELU (erf and tanh forms) forward and backward against the libm formulas;
- *   - GELU's and QuickGELU's tables on bf16 input (sf_act_bf16_table): at every one of the
- *     65536 bf16 values, the bits of the op's own forward and backward slope;
+ *   - GELU and QuickGELU on bf16 input (sf_act_bf16_values / _grad, from tables):
+ *     at every one of the 65536 bf16 values, the bits of the op's own forward and backward;
  *   - gradients written into new buffers (sf_grad_dst) against accumulation into zeros,
  *     for linear, gelu, layernorm, l1norm, sima (both orders) and heads_merge;
  *   - the one-pass heads_split backward (all parts gathered) against the per-part
@@ -103,33 +103,49 @@ static void test_gelu_reference(void) {
     free(wd);
 }
 
-/* The value and slope tables an MLP's activation reads in bf16 (sf_act_bf16_table) replace
- * the computed forward and slope only if they hold the same bits: every bf16 value
- * (infinities and NaNs included) through the plain op in fp32, its backward seeded with 1. */
+/* The tables an MLP's activation reads in bf16 (sf_act_bf16_values / _grad) replace the
+ * computed value and slope only if they give the same bits: every one of the 65536 bf16
+ * values (infinities and NaNs included), against the plain op in fp32 (its backward seeded
+ * with random G); one wrong entry fails here. The broken variant's slope (keep 0) is
+ * computed, not read from the table. */
 static void test_act_bf16_tables(void) {
-    enum { n = 65536 };
+    enum { n = 65536, chunk = 64 };
+    sf_rng r;
+    sf_rng_seed(&r, 5);
+    uint16_t *bits = malloc(n * sizeof *bits);
+    float *G = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *d = malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++) bits[i] = (uint16_t)i, G[i] = sf_rng_normal(&r);
     for (int k = 0; k < 2; k++) {
         const sf_op op = k ? SF_OP_QUICK_GELU : SF_OP_GELU;
         sf_tensor *x = gc_leaf(1, (int[]){n}, 1);
-        for (int i = 0; i < n; i++) x->data[i] = sf_from_bf16((uint16_t)i);
-        float *ones = malloc(n * sizeof(float));
-        for (int i = 0; i < n; i++) ones[i] = 1.0f;
+        for (int i = 0; i < n; i++) x->data[i] = sf_from_bf16(bits[i]);
         sf_ctx g;
         sf_ctx_init(&g, 1 << 20);
-        sf_tensor *y = k ? sf_quick_gelu(&g, x) : sf_gelu(&g, x);
-        const float *value = sf_act_bf16_table(op, 0), *slope = sf_act_bf16_table(op, 1);
+        sf_tensor *plain = k ? sf_quick_gelu(&g, x) : sf_gelu(&g, x);
+        sf_backward_seeded(&g, plain, G);
+        for (int c = 0; c < n; c += chunk) {
+            sf_act_bf16_values(op, y + c, bits + c, chunk);
+            sf_act_bf16_grad(op, d + c, G + c, bits + c, chunk, 1.0f);
+        }
         int value_diff = 0, slope_diff = 0;
-        for (int i = 0; i < n; i++) value_diff += memcmp(&value[i], &y->data[i], sizeof(float)) != 0;
-        sf_backward_seeded(&g, y, ones);
-        for (int i = 0; i < n; i++) slope_diff += memcmp(&slope[i], &x->grad[i], sizeof(float)) != 0;
-        CHECK(value_diff == 0 && slope_diff == 0, "%s tables: %d values and %d slopes of 65536 differ from the op's bits",
+        for (int i = 0; i < n; i++) {
+            value_diff += memcmp(&y[i], &plain->data[i], sizeof(float)) != 0;
+            slope_diff += memcmp(&d[i], &x->grad[i], sizeof(float)) != 0;
+        }
+        CHECK(value_diff == 0 && slope_diff == 0, "%s on bf16 input: %d values and %d gradients of 65536 differ from the op's bits",
               sf_op_name(op), value_diff, slope_diff);
+        float dbroken[chunk];
+        sf_act_bf16_grad(op, dbroken, G + 0x3f80, bits + 0x3f80, chunk, 0.0f);
+        CHECK(memcmp(dbroken, d + 0x3f80, sizeof dbroken) != 0, "%s: the broken slope (keep 0) is computed, not the table's",
+              sf_op_name(op));
         sf_ctx_free(&g);
         x->grad = NULL;
         gc_leaf_free(x);
-        free(ones);
     }
-    CHECK(sf_act_bf16_table(SF_OP_RELU, 0) == NULL, "relu has no table (a select is cheaper than a load)");
+    CHECK(!sf_act_bf16_tabled(SF_OP_RELU, (size_t)1 << 24), "relu has no table (a select is cheaper than a load)");
+    CHECK(sf_act_bf16_tabled(SF_OP_GELU, (size_t)1 << 24) && !sf_act_bf16_tabled(SF_OP_GELU, 200000),
+          "gelu's tables serve large activations (DeiT-S's MLP) and not small ones (the Fashion-MNIST model's)");
+    free(bits), free(G), free(y), free(d);
 }
 
 /* Runs build() twice with every leaf gradient first NULL (new buffers, written) and then

@@ -381,46 +381,81 @@ void sf_relu_backward(sf_ctx *g, sf_node *node) {
 
 typedef void (*act_block_bf16_fn)(float *restrict y, const uint16_t *restrict x, size_t n);
 
-/* A bf16 x has 65536 values, so GELU's and QuickGELU's value and slope on bf16 input are
- * read from tables of all of them: a load in place of an exponential and a division (the
- * activation's two passes over an MLP's widest tensor). Each table is the output of the
- * very loop it replaces, run once over every bit pattern: the same bits. 256 KiB a table,
- * made on first use; the part a model's activations touch (|x| from 2^-10 to 2^4: a few
- * thousand entries) stays in cache. ReLU's select costs less than a load: no table. */
+/* GELU's and QuickGELU's value and slope at a bf16 x are read from tables of all 65536 bf16
+ * values, indexed by x's bits: a load in place of an exponential and a division (the
+ * activation's two passes over an MLP's widest tensor). Each entry is the output of the very
+ * loop it replaces, run once over every bit pattern (on first use): the same bits. 256 KiB a
+ * table, 512 KiB an activation's pair; the entries a model's values touch (|x| from about
+ * 2^-10 to 2^4: a few thousand) stay in cache. ReLU's select costs less than a load: no table. */
 #define BF16_VALUES 65536
+
 typedef struct {
     pthread_once_t once;
     float value[BF16_VALUES], slope[BF16_VALUES];
 } act_tables;
 
+/* The slope loop of the fused backward (matmul.c's act_grad_row): keep is read at run time
+ * there, and here, so that NaNs' payloads come out the same too. */
 #define ACT_TABLES(name, SLOPE)                                                                 \
     static act_tables name##_tables = {.once = PTHREAD_ONCE_INIT};                              \
+    static void name##_slopes(float *restrict row, const float *restrict Ga, const uint16_t *restrict x, \
+                              size_t n, float keep) {                                           \
+        _Pragma("omp simd") for (size_t o = 0; o < n; o++) {                                    \
+            const float v = sf_from_bf16(x[o]);                                                 \
+            row[o] = Ga[o] * (SLOPE);                                                           \
+        }                                                                                       \
+    }                                                                                           \
     static void name##_tables_fill(void) {                                                      \
-        const volatile float one = 1.0f; /* keep read at run time, as in the backward: NaNs' */ \
-        const float keep = one;          /* payloads too come out the same */                    \
-        for (size_t lo = 0; lo < BF16_VALUES; lo += AW_BLOCK) {                                 \
-            uint16_t bits[AW_BLOCK];                                                            \
-            for (size_t i = 0; i < AW_BLOCK; i++) bits[i] = (uint16_t)(lo + i);                 \
-            name##_block_bf16_in(name##_tables.value + lo, bits, AW_BLOCK);                      \
-            float *slope = name##_tables.slope + lo;                                            \
-            _Pragma("omp simd") for (size_t i = 0; i < AW_BLOCK; i++) {                         \
-                const float x = sf_from_bf16(bits[i]);                                          \
-                slope[i] = (SLOPE);                                                             \
-            }                                                                                   \
+        const volatile float one = 1.0f;                                                        \
+        for (uint32_t lo = 0; lo < BF16_VALUES; lo += 128) {                                    \
+            uint16_t bits[128];                                                                 \
+            float ones[128];                                                                    \
+            for (uint32_t i = 0; i < 128; i++) bits[i] = (uint16_t)(lo + i), ones[i] = 1.0f;    \
+            name##_block_bf16_in(name##_tables.value + lo, bits, 128);                           \
+            name##_slopes(name##_tables.slope + lo, ones, bits, 128, one);                       \
         }                                                                                       \
     }
-ACT_TABLES(gelu, sf_gelu_slope(x, keep))
-ACT_TABLES(quick_gelu, sf_quick_gelu_slope(x, keep))
+ACT_TABLES(gelu, sf_gelu_slope(v, keep))
+ACT_TABLES(quick_gelu, sf_quick_gelu_slope(v, keep))
 #undef ACT_TABLES
 
-const float *sf_act_bf16_table(sf_op op, int slope) {
-    act_tables *t;
+static const act_tables *tables_of(sf_op op) {
     switch (op) {
-    case SF_OP_GELU: pthread_once(&gelu_tables.once, gelu_tables_fill), t = &gelu_tables; break;
-    case SF_OP_QUICK_GELU: pthread_once(&quick_gelu_tables.once, quick_gelu_tables_fill), t = &quick_gelu_tables; break;
+    case SF_OP_GELU: pthread_once(&gelu_tables.once, gelu_tables_fill); return &gelu_tables;
+    case SF_OP_QUICK_GELU: pthread_once(&quick_gelu_tables.once, quick_gelu_tables_fill); return &quick_gelu_tables;
     default: return NULL;
     }
-    return slope ? t->slope : t->value;
+}
+
+/* Below a million values (the Fashion-MNIST model's MLPs: 0.2 M) the activation computes:
+ * there the tables' 512 KiB would be more than bf16 saves of the step's peak memory (47.9
+ * against 48.2 MiB in fp32), for tenths of a millisecond. DeiT-S's, XCiT-S12's and CvT-13's
+ * MLPs have 2.4-6.4 M values. */
+#define TABLE_MIN_VALUES ((size_t)1 << 20)
+
+int sf_act_bf16_tabled(sf_op op, size_t numel) {
+    return (op == SF_OP_GELU || op == SF_OP_QUICK_GELU) && numel >= TABLE_MIN_VALUES;
+}
+
+void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x, size_t n) {
+    const act_tables *t = tables_of(op);
+    SF_ASSERT(t, "%s has no bf16 tables", sf_op_name(op));
+    const float *value = t->value;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = value[x[i]];
+}
+
+void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
+                      float keep) {
+    const act_tables *t = tables_of(op);
+    SF_ASSERT(t, "%s has no bf16 tables", sf_op_name(op));
+    if (keep != 1.0f) { /* the broken variant computes its slope */
+        (op == SF_OP_GELU ? gelu_slopes : quick_gelu_slopes)(row, Ga, x, n, keep);
+        return;
+    }
+    const float *slope = t->slope;
+#pragma omp simd
+    for (size_t o = 0; o < n; o++) row[o] = Ga[o] * slope[x[o]];
 }
 
 /* The block functions of an activation a linear layer feeds as one op: on fp32 input (f) and
@@ -450,7 +485,7 @@ sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
     act_block_fn f;
     act_block_bf16_fn f16;
     mlp_act_blocks(op, &f, &f16);
-    const float *table = sf_act_bf16_table(op, 0);
+    const int tabled = sf_act_bf16_tabled(op, h->numel);
     sf_tensor *y = sf_tensor_for_linear(g, h->ndim, h->shape);
     const size_t n = h->numel, blocks = (n + AW_BLOCK - 1) / AW_BLOCK;
     const float *hf = h->data;
@@ -460,13 +495,10 @@ sf_tensor *sf_act_bf16_input(sf_ctx *g, sf_tensor *h, sf_op op) {
         const size_t lo = k * AW_BLOCK, m = n - lo < AW_BLOCK ? n - lo : AW_BLOCK;
         if (hf) sf_bf16_convert(hf + lo, h16 + lo, m);
         float block[AW_BLOCK];
-        if (table) {
-            const uint16_t *hk = h16 + lo;
-#pragma omp simd
-            for (size_t i = 0; i < m; i++) block[i] = table[hk[i]];
-        } else {
+        if (tabled)
+            sf_act_bf16_values(op, block, h16 + lo, m);
+        else
             f16(block, h16 + lo, m);
-        }
         sf_bf16_convert(block, y->data16 + lo, m);
     }
     if (hf) sf_tensor_keep_bf16(g, h, h16);

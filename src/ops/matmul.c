@@ -197,10 +197,9 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
         }                                                                            \
     } while (0)
 static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
-                         float keep, const float *slope) {
-    if (h16 && slope) { /* the slope at every bf16 input, from the same expression */
-#pragma omp simd
-        for (int o = 0; o < O; o++) row[o] = Ga[o] * slope[h16[o]];
+                         float keep, int tabled) {
+    if (h16 && tabled) { /* GELU's or QuickGELU's slope from its table */
+        sf_act_bf16_grad(op, row, Ga, h16, (size_t)O, keep);
         return;
     }
     switch (op) {
@@ -230,8 +229,7 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     const sf_op op = (sf_op)act->op;
     /* teeth, as the activation's own backward: GELU's x phi(x) term, QuickGELU's k x s (1 - s) */
     const float keep = sf_break_backward(op == SF_OP_GELU ? "gelu" : op == SF_OP_QUICK_GELU ? "quick_gelu" : "") ? 0.0f : 1.0f;
-    /* h in bf16: the slope from its table, but computed in the broken variant */
-    const float *slope = h16 && keep != 0.0f ? sf_act_bf16_table(op, 1) : NULL;
+    const int tabled = sf_act_bf16_tabled(op, nG);
     uint16_t *G16 = linear_wants_g16(lin) ? sf_arena_alloc(g->arena, nG * sizeof *G16) : NULL;
     float *G = G16 ? NULL : sf_arena_alloc(g->arena, nG * sizeof *G); // (R, O), fp32 only where read
     float *db = b && b->requires_grad ? sf_grad(g, b) : NULL;
@@ -247,7 +245,7 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         for (int r = k * COLSUM_ROWS; r < r1; r++) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
-            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, slope);
+            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, tabled);
             if (p) {
 #pragma omp simd
                 for (int o = 0; o < O; o++) p[o] += row[o];

@@ -155,9 +155,14 @@ static inline __attribute__((always_inline)) float sf_relu_grad(float x, float G
 /* A linear layer whose output only its activation reads (sf_linear_act_to_linear): the
  * activation's node act (GELU, QuickGELU or ReLU) runs the backward of both, lin's (matmul.c). */
 void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
-/* GELU's or QuickGELU's value (slope 0) or slope (slope 1) at every bf16 input, indexed by
- * its bits; NULL for an activation without tables (elementwise.c). */
-const float *sf_act_bf16_table(sf_op op, int slope);
+/* GELU and QuickGELU on n bf16 inputs x, from tables of their values and slopes at every
+ * bf16 value: the bits of the plain ops (elementwise.c). tabled: 1 if op's activation of
+ * numel values uses them (GELU, QuickGELU; large enough). values: y = f(x); grad: row =
+ * Ga ⊙ f'(x), keep as sf_gelu_slope's (not 1, the broken variant: computed). */
+int sf_act_bf16_tabled(sf_op op, size_t numel);
+void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x, size_t n);
+void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
+                      float keep);
 /* The activation (SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU) of an MLP's fc1 output h in bf16
  * precision (sf_linear_act_to_linear): h in bf16 alone (written so by oneDNN's kernels) or in
  * fp32 (fp32 kernels: rounded here, in the same pass, and its fp32 data given back); the
