@@ -446,14 +446,13 @@ void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x,
 }
 
 void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
-                      float keep) {
-    const act_tables *t = tables_of(op);
-    SF_ASSERT(t, "%s has no bf16 tables", sf_op_name(op));
-    if (keep != 1.0f) { /* the broken variant computes its slope */
+                      float keep, int tabled) {
+    SF_ASSERT(op == SF_OP_GELU || op == SF_OP_QUICK_GELU, "%s has no bf16 slope loop", sf_op_name(op));
+    if (!tabled || keep != 1.0f) { /* small, or the broken variant: the loop the table holds */
         (op == SF_OP_GELU ? gelu_slopes : quick_gelu_slopes)(row, Ga, x, n, keep);
         return;
     }
-    const float *slope = t->slope;
+    const float *slope = tables_of(op)->slope;
 #pragma omp simd
     for (size_t o = 0; o < n; o++) row[o] = Ga[o] * slope[x[o]];
 }

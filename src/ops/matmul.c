@@ -180,8 +180,9 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
     return a;
 }
 
-/* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, h's row in fp32 (hv) or bf16 (h16,
- * widened in the same loop), with the expression of the activation's own backward (its bits). */
+/* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, h's row in fp32 (hv) or bf16 (h16:
+ * GELU's and QuickGELU's from elementwise.c, their table where tabled; ReLU's widened in the
+ * same loop), with the expression of the activation's own backward (its bits). */
 #define ACT_GRAD_LOOP(EXPR)                                                          \
     do {                                                                             \
         if (h16) {                                                                   \
@@ -198,8 +199,8 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
     } while (0)
 static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
                          float keep, int tabled) {
-    if (h16 && tabled) { /* GELU's or QuickGELU's slope from its table */
-        sf_act_bf16_grad(op, row, Ga, h16, (size_t)O, keep);
+    if (h16 && op != SF_OP_RELU) {
+        sf_act_bf16_grad(op, row, Ga, h16, (size_t)O, keep, tabled);
         return;
     }
     switch (op) {

@@ -157,12 +157,13 @@ static inline __attribute__((always_inline)) float sf_relu_grad(float x, float G
 void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
 /* GELU and QuickGELU on n bf16 inputs x, from tables of their values and slopes at every
  * bf16 value: the bits of the plain ops (elementwise.c). tabled: 1 if op's activation of
- * numel values uses them (GELU, QuickGELU; large enough). values: y = f(x); grad: row =
- * Ga ⊙ f'(x), keep as sf_gelu_slope's (not 1, the broken variant: computed). */
+ * numel values uses them (GELU, QuickGELU; large enough). values: y = f(x) from the table;
+ * grad: row = Ga ⊙ f'(x), from the table where tabled, else computed by the loop the table
+ * was filled with (always so for keep, as sf_gelu_slope's, other than 1: the broken variant). */
 int sf_act_bf16_tabled(sf_op op, size_t numel);
 void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x, size_t n);
 void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
-                      float keep);
+                      float keep, int tabled);
 /* The activation (SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU) of an MLP's fc1 output h in bf16
  * precision (sf_linear_act_to_linear): h in bf16 alone (written so by oneDNN's kernels) or in
  * fp32 (fp32 kernels: rounded here, in the same pass, and its fp32 data given back); the
