@@ -1,9 +1,9 @@
 /* to_linear.c — an op feeding a linear layer's last use, in bf16, made the plain way (fp32
  * output, converted by the linear layer) and by its *_to_linear form (bf16 output alone), on
- * DeiT-S's shapes at batch 8: GELU -> fc2 and the head merge -> proj, and as a control the
- * LayerNorm -> fc1 pair both ways the plain way (its output fits the caches; a bf16 form
- * measured no gain there, -0.04 to +0.13 ms, and was not kept). Forward
- * with the tape recording, as in training; the two forms alternate call by call.
+ * DeiT-S's shapes at batch 8: GELU -> fc2, LayerNorm -> fc1 and the head merge -> proj, and
+ * as a control the LayerNorm -> fc1 pair the plain way both ways (so "saved" shows the
+ * noise). Forward with the tape recording, as in training; the two forms alternate call by
+ * call.
  *
  *   SFVIT_THREADS=2 build/bench/to_linear [CALLS]
  *
@@ -51,20 +51,24 @@ int main(int argc, char **argv) {
     sf_ctx g;
     sf_ctx_init(&g, (size_t)256 << 20);
     g.grad_enabled = 1;
-    const char *names[3] = {"GELU -> fc2 (1576x1536 -> 384)", "control: LayerNorm -> fc1, plain both ways",
-                            "heads merge -> proj ((8,6,197,64) -> 384)"};
-    double *t = sf_calloc((size_t)6 * calls, sizeof *t);
+    enum { PAIRS = 4 };
+    const char *names[PAIRS] = {"GELU -> fc2 (1576x1536 -> 384)", "LayerNorm -> fc1 (1576x384 -> 1536)",
+                                "heads merge -> proj ((8,6,197,64) -> 384)", "control: LayerNorm -> fc1, plain both ways"};
+    double *t = sf_calloc((size_t)2 * PAIRS * calls, sizeof *t);
     printf("%-44s %18s %18s %8s\n", "op -> linear layer", "plain (med / min)", "to_linear", "saved");
-    for (int pair = 0; pair < 3; pair++) {
+    for (int pair = 0; pair < PAIRS; pair++) {
         for (int c = 0; c < calls; c++)
             for (int form = 0; form < 2; form++) {
                 const double t0 = sf_now();
                 if (pair == 0)
                     sf_linear_last_use(&g, form ? sf_gelu_to_linear(&g, h) : sf_gelu(&g, h), fc2, bias);
-                else if (pair == 1) /* control: the same code both ways, so "saved" shows the noise */
-                    sf_linear_last_use(&g, sf_layernorm(&g, x, ln_w, ln_b, 1e-6f), fc1, NULL);
-                else
+                else if (pair == 1)
+                    sf_linear_last_use(&g, form ? sf_layernorm_to_linear(&g, x, ln_w, ln_b, 1e-6f)
+                                                : sf_layernorm(&g, x, ln_w, ln_b, 1e-6f), fc1, NULL);
+                else if (pair == 2)
                     sf_linear_last_use(&g, form ? sf_heads_merge_to_linear(&g, o) : sf_heads_merge(&g, o), proj, bias);
+                else /* control: the same code both ways */
+                    sf_linear_last_use(&g, sf_layernorm(&g, x, ln_w, ln_b, 1e-6f), fc1, NULL);
                 t[(size_t)(2 * pair + form) * calls + c] = (sf_now() - t0) * 1e3;
                 sf_ctx_reset(&g);
             }

@@ -325,6 +325,20 @@ sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x)
     return dropout(g, y, a->drop);
 }
 
+/* Pre-norm: the LayerNorm's output goes into the attention's qkv projection alone (handed
+ * over), so in bf16 it is made in bf16 alone, the operand that projection reads; the soft
+ * kind's two projections (q, v) both read it, so there it stays fp32. */
+sf_tensor *mdl_norm_attn_fwd(sf_ctx *g, sf_model *m, const mdl_ln *ln, const mdl_attn *a, sf_tensor *x) {
+    const int one_reader = !mdl_attn_defs[a->kind]->q_v;
+    sf_tensor *u = one_reader ? sf_layernorm_to_linear(g, x, ln->w, ln->b, ln->eps) : mdl_ln_fwd(g, ln, x);
+    return mdl_attn_fwd(g, m, a, u);
+}
+
+/* Pre-norm: the LayerNorm's output goes into fc1 alone (mdl_mlp_fwd takes it over). */
+sf_tensor *mdl_norm_mlp_fwd(sf_ctx *g, const mdl_ln *ln, const mdl_mlp *l, sf_tensor *x) {
+    return mdl_mlp_fwd(g, l, sf_layernorm_to_linear(g, x, ln->w, ln->b, ln->eps));
+}
+
 sf_tensor *mdl_tokens_from_image_last_use(sf_ctx *g, sf_tensor *x) {
     const int B = x->shape[0], C = x->shape[1], n = x->shape[2] * x->shape[3];
     sf_tensor *r = sf_reshape(g, x, 3, (int[]){B, C, n});  // (B, C, n), x's memory

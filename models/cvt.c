@@ -305,7 +305,7 @@ static sf_tensor *cvt_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
             sf_tensor *a = cvt_attn_fwd(g, m, &bk->attn, mdl_ln_fwd(g, &bk->norm1, x), h, w, st->cls_token != NULL);
             x = mdl_residual(g, x, a, bk->drop_path);
-            x = mdl_residual(g, x, mdl_mlp_fwd(g, &bk->mlp, mdl_ln_fwd(g, &bk->norm2, x)), bk->drop_path);
+            x = mdl_residual(g, x, mdl_norm_mlp_fwd(g, &bk->norm2, &bk->mlp, x), bk->drop_path);
             x = sf_scope_end(g, x, in);
         }
         if (s < CVT_STAGES - 1) img = mdl_image_from_tokens_last_use(g, x, h, w);

@@ -85,6 +85,10 @@ sf_tensor *mdl_conv_last_use(sf_ctx *g, const mdl_conv *l, sf_tensor *x);
 sf_tensor *mdl_mlp_fwd(sf_ctx *g, const mdl_mlp *l, sf_tensor *x);
 /* x (B, N, C) -> (B, N, C). */
 sf_tensor *mdl_attn_fwd(sf_ctx *g, sf_model *m, const mdl_attn *a, sf_tensor *x);
+/* mdl_attn_fwd(LayerNorm(x)) and mdl_mlp_fwd(LayerNorm(x)), a pre-norm block's two halves:
+ * in bf16 the norm's output is made in bf16 alone where one linear layer is its only reader. */
+sf_tensor *mdl_norm_attn_fwd(sf_ctx *g, sf_model *m, const mdl_ln *ln, const mdl_attn *a, sf_tensor *x);
+sf_tensor *mdl_norm_mlp_fwd(sf_ctx *g, const mdl_ln *ln, const mdl_mlp *l, sf_tensor *x);
 /* Part `part` of x (B, N, parts·C) split into H heads (B, H, N, D), normalized over tokens
  * by norm (SimA's q̂, k̂: l1 or l2 in the same pass as the split; none: the plain split). */
 sf_tensor *mdl_heads_norm(sf_ctx *g, sf_tensor *x, int parts, int part, int H, sf_attn_norm norm, float eps);

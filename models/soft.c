@@ -283,7 +283,7 @@ static sf_tensor *block4_fwd(sf_ctx *g, const sf_model_cfg *c, const soft_block4
     sf_tensor *a = mdl_linear_last_use(g, &b->proj, sf_heads_merge_to_linear(g, o));
     if (c->drop_rate > 0) a = sf_dropout(g, a, c->drop_rate);
     x = mdl_residual(g, x, a, b->drop_path);
-    return mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
+    return mdl_residual(g, x, mdl_norm_mlp_fwd(g, &b->norm2, &b->mlp, x), b->drop_path);
 }
 
 static sf_tensor *soft_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {

@@ -103,9 +103,9 @@ static sf_tensor *vit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         const vit_block *b = &v->blocks[i];
         sf_tensor *in = x;
         sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
-        x = mdl_residual(g, x, mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, x)),
+        x = mdl_residual(g, x, mdl_norm_attn_fwd(g, m, &b->norm1, &b->attn, x),
                          b->drop_path);
-        x = mdl_residual(g, x, mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, x)), b->drop_path);
+        x = mdl_residual(g, x, mdl_norm_mlp_fwd(g, &b->norm2, &b->mlp, x), b->drop_path);
         x = sf_scope_end(g, x, in);
     }
     x = mdl_ln_fwd(g, &v->norm, x);

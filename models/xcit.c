@@ -225,7 +225,7 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
         const xcit_block *b = &x->blocks[i];
         sf_tensor *in = t;
         sf_scope_begin(g);  // evaluation: the block's intermediates are scratch
-        sf_tensor *a = mdl_attn_fwd(g, m, &b->attn, mdl_ln_fwd(g, &b->norm1, t));
+        sf_tensor *a = mdl_norm_attn_fwd(g, m, &b->norm1, &b->attn, t);
         t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, a, b->gamma1), b->drop_path);
         if (c->lpi) {
             /* code order (not the paper's): conv → GELU → BN → conv */
@@ -234,7 +234,7 @@ static sf_tensor *xcit_forward(sf_ctx *g, sf_model *m, sf_tensor *images) {
             l = mdl_tokens_from_image_last_use(g, mdl_conv_fwd(g, &b->lpi2, l));
             t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, l, b->gamma3), b->drop_path);
         }
-        sf_tensor *f = mdl_mlp_fwd(g, &b->mlp, mdl_ln_fwd(g, &b->norm2, t));
+        sf_tensor *f = mdl_norm_mlp_fwd(g, &b->norm2, &b->mlp, t);
         t = mdl_residual(g, t, sf_mul_broadcast_last_use(g, f, b->gamma2), b->drop_path);
         t = sf_scope_end(g, t, in);
     }

@@ -534,63 +534,77 @@ static sf_tensor *op_relu(sf_ctx *g, sf_tensor *x, int t) {
 static sf_tensor *op_heads_merge(sf_ctx *g, sf_tensor *x, int t) {
     return t ? sf_heads_merge_to_linear(g, x) : sf_heads_merge(g, x);
 }
+/* LayerNorm's own parameters, leaves whose gradients are compared as well */
+static sf_tensor *ln_params[2];
+static sf_tensor *op_layernorm(sf_ctx *g, sf_tensor *x, int t) {
+    return t ? sf_layernorm_to_linear(g, x, ln_params[0], ln_params[1], 1e-6f)
+             : sf_layernorm(g, x, ln_params[0], ln_params[1], 1e-6f);
+}
 
 typedef struct {
-    float *y, *grad[3]; /* y; gradients of x, w, b */
+    float *y, *grad[5]; /* y; gradients of x, w, b (then LayerNorm's γ, β) */
     int bf16_alone;     /* the op's output held data16 and no data */
     int fp32_alone;     /* ... data and no data16 */
     size_t in_use;      /* arena bytes held after the forward */
 } to_linear_run;
 
-static to_linear_run run_to_linear(to_linear_op op, int to_linear, int grad, sf_tensor *const *leaves, const float *R) {
+/* leaves: x, w, b, and for LayerNorm its γ, β (n 5, else 3) */
+static to_linear_run run_to_linear(to_linear_op op, int to_linear, int grad, sf_tensor *const *leaves, int n,
+                                   const float *R) {
     sf_ctx g;
     sf_ctx_init(&g, 0);
     g.grad_enabled = grad;
-    fresh_grads(leaves, 3);
+    fresh_grads(leaves, n);
     sf_tensor *h = op(&g, leaves[0], to_linear);
     to_linear_run r = {.bf16_alone = h->data16 && !h->data, .fp32_alone = h->data && !h->data16};
     sf_tensor *y = sf_linear_last_use(&g, h, leaves[1], leaves[2]);
     r.in_use = sf_ctx_arena_in_use(&g);
     r.y = copy_floats(y->data, y->numel);
     if (grad) sf_backward_seeded(&g, y, R);
-    copy_grads(r.grad, leaves, 3);
+    copy_grads(r.grad, leaves, n);
     sf_ctx_free(&g);
     return r;
 }
 
 static void to_linear_free(to_linear_run *r) {
     free(r->y);
-    for (int i = 0; i < 3; i++) free(r->grad[i]);
+    for (int i = 0; i < 5; i++) free(r->grad[i]);
 }
 
 static void test_to_linear(void) {
     enum { B = 2, H = 3, N = 10, D = 8, C = H * D, O = 20 };
+    /* layernorm at 600 channels too: its rows are rounded in blocks of 512 */
     const struct {
         const char *name;
         to_linear_op op;
         int merge; /* x is (B, H, N, D), not (B, N, C) */
-    } ops[] = {{"gelu", op_gelu, 0},   {"gelu_tanh", op_gelu_tanh, 0},   {"quick_gelu", op_quick_gelu, 0},
-               {"relu", op_relu, 0},   {"heads_merge", op_heads_merge, 1}};
+        int C;
+    } ops[] = {{"gelu", op_gelu, 0, C},       {"gelu_tanh", op_gelu_tanh, 0, C}, {"quick_gelu", op_quick_gelu, 0, C},
+               {"relu", op_relu, 0, C},       {"heads_merge", op_heads_merge, 1, C}, {"layernorm", op_layernorm, 0, C},
+               {"layernorm", op_layernorm, 0, 600}};
     sf_rng r;
     sf_rng_seed(&r, 11);
     float *R = malloc(B * N * O * sizeof(float));
     for (int k = 0; k < B * N * O; k++) R[k] = 2.0f * sf_rng_uniform(&r) - 1.0f;
     const sf_precision precs[] = {SF_PREC_FP32, SF_PREC_BF16_EMULATED};
     for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
-        sf_tensor *x = ops[o].merge ? gc_leaf(4, (int[]){B, H, N, D}, 1) : gc_leaf(3, (int[]){B, N, C}, 1);
-        sf_tensor *leaves[3] = {x, gc_leaf(2, (int[]){O, C}, 1), gc_leaf(1, (int[]){O}, 1)};
-        for (int i = 0; i < 3; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+        const int Co = ops[o].C, ln = ops[o].op == op_layernorm, n = ln ? 5 : 3;
+        sf_tensor *x = ops[o].merge ? gc_leaf(4, (int[]){B, H, N, D}, 1) : gc_leaf(3, (int[]){B, N, Co}, 1);
+        sf_tensor *leaves[5] = {x, gc_leaf(2, (int[]){O, Co}, 1), gc_leaf(1, (int[]){O}, 1),
+                                ln ? gc_leaf(1, (int[]){Co}, 1) : NULL, ln ? gc_leaf(1, (int[]){Co}, 1) : NULL};
+        for (int i = 0; i < n; i++) gc_fill_normal(leaves[i], &r, 1.0f);
+        ln_params[0] = leaves[3], ln_params[1] = leaves[4];
         for (int p = 0; p < 2; p++) {
             sf_precision_set(precs[p]);
             const int bf16 = precs[p] != SF_PREC_FP32;
             const char *pn = sf_precision_name(precs[p]);
             for (int grad = 0; grad < 2; grad++) {
-                to_linear_run plain = run_to_linear(ops[o].op, 0, grad, leaves, R);
-                to_linear_run made = run_to_linear(ops[o].op, 1, grad, leaves, R);
+                to_linear_run plain = run_to_linear(ops[o].op, 0, grad, leaves, n, R);
+                to_linear_run made = run_to_linear(ops[o].op, 1, grad, leaves, n, R);
                 const char *gn = grad ? "training" : "no gradients";
                 int same = !memcmp(plain.y, made.y, B * N * O * sizeof(float));
-                for (int i = 0; i < 3; i++) same = same && !memcmp(plain.grad[i], made.grad[i], leaves[i]->numel * sizeof(float));
-                CHECK(same, "%s_to_linear, %s, %s: the plain op's y and gradients bit for bit", ops[o].name, pn, gn);
+                for (int i = 0; i < n; i++) same = same && !memcmp(plain.grad[i], made.grad[i], leaves[i]->numel * sizeof(float));
+                CHECK(same, "%s_to_linear (C %d), %s, %s: the plain op's y and gradients bit for bit", ops[o].name, Co, pn, gn);
                 CHECK(plain.fp32_alone, "%s, %s, %s: the plain op's output is fp32", ops[o].name, pn, gn);
                 CHECK(bf16 ? made.bf16_alone : made.fp32_alone, "%s_to_linear, %s, %s: output %s", ops[o].name, pn, gn,
                       bf16 ? "in bf16 alone" : "in fp32, as the plain op's");
@@ -601,7 +615,8 @@ static void test_to_linear(void) {
                 to_linear_free(&made);
             }
         }
-        for (int i = 0; i < 3; i++) gc_leaf_free(leaves[i]);
+        for (int i = 0; i < n; i++) gc_leaf_free(leaves[i]);
+        ln_params[0] = ln_params[1] = NULL;
     }
     sf_precision_set(SF_PREC_FP32);
     printf("  *_to_linear ops: bf16 output alone, the plain op's bits\n");

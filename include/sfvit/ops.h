@@ -134,6 +134,8 @@ sf_tensor *sf_softmax(sf_ctx *g, sf_tensor *x);    /* over the last dim */
 /* ---- norm.c ---- */
 /* Over the last dim C; w, b (C). */
 sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps);
+/* sf_layernorm for an output that goes only into sf_linear_last_use (the *_to_linear ops). */
+sf_tensor *sf_layernorm_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps);
 /* x (B, C, H, W). Training (g->training): batch statistics, running stats updated
  * (momentum, unbiased running variance), num_batches (a 1-element tensor) += 1.
  * Eval: running statistics. */

@@ -30,14 +30,34 @@ typedef struct layernorm_saved {
     float *rstd;  // (rows) (σ² + ε)^−½ per row
 } layernorm_saved;
 
-sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps) {
+/* One row's output y = γ ⊙ (x − μ)·r + β (w, b may be NULL), n values from column `at`: one
+ * expression for the fp32 output and the bf16 one (rounded after), so both have its bits. */
+static void layernorm_row(float *restrict y, const float *restrict xr, const float *wd, const float *bd, float m,
+                          float rs, int at, int n) {
+    if (wd && bd) {  // the common case, a loop that vectorizes
+#pragma omp simd
+        for (int i = 0; i < n; i++) y[i] = wd[at + i] * ((xr[at + i] - m) * rs) + bd[at + i];
+    } else {
+        for (int i = 0; i < n; i++) {
+            float xh = (xr[at + i] - m) * rs;
+            y[i] = (wd ? wd[at + i] : 1.0f) * xh + (bd ? bd[at + i] : 0.0f);
+        }
+    }
+}
+
+/* to_linear (sf_layernorm_to_linear): in bf16 precision the output is written in bf16 alone,
+ * each row rounded in blocks of LN_BLOCK from a stack buffer; the backward reads x and the
+ * saved statistics, never y. */
+#define LN_BLOCK 512
+
+static sf_tensor *layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps, int to_linear) {
     char bx[64];
     const int C = x->shape[x->ndim - 1];
     SF_ASSERT((!w || w->numel == (size_t)C) && (!b || b->numel == (size_t)C),
               "layernorm: weight/bias must have %d elements for x %s", C,
               sf_shape_str(x, bx, sizeof bx));
     const int rows = (int)(x->numel / (size_t)C);
-    sf_tensor *out = sf_tensor_like(g, x);  // (..., C)
+    sf_tensor *out = to_linear ? sf_tensor_for_linear(g, x->ndim, x->shape) : sf_tensor_like(g, x);  // (..., C)
     sf_tensor *ins[3] = {x, w, b};
     const int record = sf_needs_grad(g, ins, 3);
     layernorm_saved *sv = NULL;
@@ -50,7 +70,6 @@ sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, flo
 #pragma omp parallel for if (x->numel > 32768)
     for (int r = 0; r < rows; r++) {
         const float *xr = x->data + (size_t)r * C;
-        float *y = out->data + (size_t)r * C;
         float m = 0;
 #pragma omp simd reduction(+ : m)
         for (int i = 0; i < C; i++) m += xr[i];
@@ -60,13 +79,14 @@ sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, flo
         for (int i = 0; i < C; i++) v += (xr[i] - m) * (xr[i] - m);
         v /= (float)C;  // biased, as torch
         const float rs = 1.0f / sqrtf(v + eps);
-        if (wd && bd) {  // the common case, a loop that vectorizes
-#pragma omp simd
-            for (int i = 0; i < C; i++) y[i] = wd[i] * ((xr[i] - m) * rs) + bd[i];
+        if (out->data) {
+            layernorm_row(out->data + (size_t)r * C, xr, wd, bd, m, rs, 0, C);
         } else {
-            for (int i = 0; i < C; i++) {
-                float xh = (xr[i] - m) * rs;
-                y[i] = (wd ? wd[i] : 1.0f) * xh + (bd ? bd[i] : 0.0f);
+            for (int at = 0; at < C; at += LN_BLOCK) {
+                const int n = C - at < LN_BLOCK ? C - at : LN_BLOCK;
+                float block[LN_BLOCK];
+                layernorm_row(block, xr, wd, bd, m, rs, at, n);
+                sf_bf16_convert(block, out->data16 + (size_t)r * C + at, (size_t)n);
             }
         }
         if (sv) {
@@ -79,6 +99,14 @@ sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, flo
         node->saved = sv;
     }
     return out;
+}
+
+sf_tensor *sf_layernorm(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps) {
+    return layernorm(g, x, w, b, eps, 0);
+}
+
+sf_tensor *sf_layernorm_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, float eps) {
+    return layernorm(g, x, w, b, eps, 1);
 }
 
 /* In the forward pass this was: y = γ ⊙ (x − μ)·r + β with r = (σ² + ε)^−½.
