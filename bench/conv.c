@@ -4,8 +4,10 @@
  * then the models' dense (im2col) convolutions with their columns whole and in bands of
  * output rows (sf_conv2d_set_tile_floats), and which conv2d takes.
  *
- *   SFVIT_THREADS=2 build/bench/conv [ROUNDS] [FILTER]
+ *   SFVIT_THREADS=2 build/bench/conv [ROUNDS] [FILTER] [PRECISION]
  *
+ * PRECISION: fp32 (the default), bf16 (where oneDNN has native bf16) or bf16_emulated: the
+ * convolutions in that train.precision, their weights' bf16 copies made as in training.
  * Each round times every kernel on a shape one after the other (the median of 15 calls after
  * 5 warm-up calls), so a machine whose speed drifts moves all kernels of a round alike; the
  * table shows the median over ROUNDS (default 3). FILTER keeps the shapes whose name contains
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "ops_internal.h" /* sf_conv2d_set_path, sf_conv2d_set_tile_floats */
+#include "sfvit/precision.h"
 
 typedef struct dw_shape {
     const char *name;
@@ -106,11 +109,22 @@ static void time_kernel(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, con
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 3;
-    const char *filter = argc > 2 ? argv[2] : NULL;
+    const char *filter = argc > 2 && strcmp(argv[2], "all") ? argv[2] : NULL;
+    const int prec = sf_precision_parse(argc > 3 ? argv[3] : "fp32");
     if (rounds < 1) rounds = 3;
+    if (prec < 0) {
+        fprintf(stderr, "conv: precision %s is not fp32, bf16 or bf16_emulated\n", argv[3]);
+        return 2;
+    }
+    const char *why = NULL;
+    if (prec == SF_PREC_BF16 && !sf_dnnl_bf16_native(&why)) {
+        fprintf(stderr, "conv: no native bf16 here (%s); bf16_emulated runs anywhere\n", why ? why : "");
+        return 2;
+    }
+    sf_precision_set((sf_precision)prec);
     int threads = sf_threads_init(0);
-    printf("threads %d, rounds %d; forward + backward ms, the median over rounds of the median of %d "
-           "calls\n", threads, rounds, CALLS);
+    printf("threads %d, rounds %d, precision %s; forward + backward ms, the median over rounds of the median of %d "
+           "calls\n", threads, rounds, sf_precision_name((sf_precision)prec), CALLS);
     printf("%-24s %-24s %16s %16s %16s  %s\n", "shape", "(B, C, grid, s, k)", kernel_names[0],
            kernel_names[1], kernel_names[2], "conv2d picks");
     sf_rng r;
@@ -124,6 +138,7 @@ int main(int argc, char **argv) {
         sf_tensor *x = leaf(4, (int[]){sh->B, sh->C, sh->H, sh->H}, &r);
         sf_tensor *w = leaf(4, (int[]){sh->C, 1, sh->k, sh->k}, &r);
         sf_tensor *b = leaf(1, (int[]){sh->C}, &r);
+        sf_bf16_weights_refresh(&w, 1); /* bf16: the weight's copy, as a training step has it */
         const int pad = sh->k / 2, Ho = (sh->H + 2 * pad - sh->k) / sh->stride + 1;
         const size_t ny = (size_t)sh->B * sh->C * Ho * Ho;
         float *seed = sf_aligned_alloc(ny * sizeof(float));
@@ -160,6 +175,7 @@ int main(int argc, char **argv) {
         sf_tensor *x = leaf(4, (int[]){B, sh->Cin, sh->H, sh->H}, &r);
         sf_tensor *w = leaf(4, (int[]){sh->Cout, sh->Cin, sh->k, sh->k}, &r);
         sf_tensor *b = leaf(1, (int[]){sh->Cout}, &r);
+        sf_bf16_weights_refresh(&w, 1);
         x->requires_grad = sh->Cin != 3; /* the image */
         const size_t ny = (size_t)B * sh->Cout * Ho * Ho;
         float *seed = sf_aligned_alloc(ny * sizeof(float));
@@ -189,5 +205,6 @@ int main(int argc, char **argv) {
         leaves_free(x, w, b);
     }
     sf_ctx_free(&g);
+    sf_bf16_weights_clear();
     return 0;
 }
