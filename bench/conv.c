@@ -11,7 +11,8 @@
  * Each round times every kernel on a shape one after the other (the median of 15 calls after
  * 5 warm-up calls), so a machine whose speed drifts moves all kernels of a round alike; the
  * table shows the median over ROUNDS (default 3). FILTER keeps the shapes whose name contains
- * it. docs/performance.md has the numbers that set conv2d's choices. */
+ * it ("all": every shape, to give a PRECISION). docs/performance.md has the numbers that set
+ * conv2d's choices. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
