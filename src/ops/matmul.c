@@ -180,38 +180,38 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
     return a;
 }
 
-/* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, h's row in fp32 (hv) or bf16 (h16:
- * GELU's and QuickGELU's from elementwise.c, their table where tabled; ReLU's widened in the
- * same loop), with the expression of the activation's own backward (its bits). */
-#define ACT_GRAD_LOOP(EXPR)                                                          \
-    do {                                                                             \
-        if (h16) {                                                                   \
-            _Pragma("omp simd") for (int o = 0; o < O; o++) {                         \
-                const float x = sf_from_bf16(h16[o]);                                \
-                row[o] = (EXPR);                                                     \
-            }                                                                        \
-        } else {                                                                     \
-            _Pragma("omp simd") for (int o = 0; o < O; o++) {                         \
-                const float x = hv[o];                                               \
-                row[o] = (EXPR);                                                     \
-            }                                                                        \
-        }                                                                            \
-    } while (0)
+/* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, with the expression of the
+ * activation's own backward (its bits). h's row is in fp32 (hv) or in bf16 alone (h16):
+ * GELU's and QuickGELU's bf16 slopes are elementwise.c's (their table where tabled), ReLU's
+ * widens h in the same loop. */
 static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
                          float keep, int tabled) {
-    if (h16 && op != SF_OP_RELU) {
+    if (h16 && op == SF_OP_RELU) {
+#pragma omp simd
+        for (int o = 0; o < O; o++) row[o] = sf_relu_grad(sf_from_bf16(h16[o]), Ga[o]);
+        return;
+    }
+    if (h16) {
         sf_act_bf16_grad(op, row, Ga, h16, (size_t)O, keep, tabled);
         return;
     }
     switch (op) {
-    case SF_OP_GELU: ACT_GRAD_LOOP(Ga[o] * sf_gelu_slope(x, keep)); return;
-    case SF_OP_QUICK_GELU: ACT_GRAD_LOOP(Ga[o] * sf_quick_gelu_slope(x, keep)); return;
-    case SF_OP_RELU: ACT_GRAD_LOOP(sf_relu_grad(x, Ga[o])); return;
+    case SF_OP_GELU:
+#pragma omp simd
+        for (int o = 0; o < O; o++) row[o] = Ga[o] * sf_gelu_slope(hv[o], keep);
+        return;
+    case SF_OP_QUICK_GELU:
+#pragma omp simd
+        for (int o = 0; o < O; o++) row[o] = Ga[o] * sf_quick_gelu_slope(hv[o], keep);
+        return;
+    case SF_OP_RELU:
+#pragma omp simd
+        for (int o = 0; o < O; o++) row[o] = sf_relu_grad(hv[o], Ga[o]);
+        return;
     default: break;
     }
     SF_ASSERT(0, "linear_act: %s", sf_op_name(op));
 }
-#undef ACT_GRAD_LOOP
 
 /* The activation's backward (act: a = f(h), f GELU, QuickGELU or ReLU) and then the linear
  * layer's (lin: h = x W^T + b) in one pass over a's gradient: each block of COLSUM_ROWS rows
