@@ -447,7 +447,12 @@ void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x,
 
 void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
                       float keep, int tabled) {
-    SF_ASSERT(op == SF_OP_GELU || op == SF_OP_QUICK_GELU, "%s has no bf16 slope loop", sf_op_name(op));
+    SF_ASSERT(op == SF_OP_GELU || op == SF_OP_QUICK_GELU || op == SF_OP_RELU, "%s has no bf16 slope loop", sf_op_name(op));
+    if (op == SF_OP_RELU) { /* a comparison: no table to gain from */
+#pragma omp simd
+        for (size_t o = 0; o < n; o++) row[o] = sf_relu_grad(sf_from_bf16(x[o]), Ga[o]);
+        return;
+    }
     if (!tabled || keep != 1.0f) { /* small, or the broken variant: the loop the table holds */
         (op == SF_OP_GELU ? gelu_slopes : quick_gelu_slopes)(row, Ga, x, n, keep);
         return;

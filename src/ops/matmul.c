@@ -181,16 +181,10 @@ sf_tensor *sf_linear_act_to_linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_ten
 }
 
 /* One row of G = dL/dh: Ga ⊙ f'(h) for the activation op, with the expression of the
- * activation's own backward (its bits). h's row is in fp32 (hv) or in bf16 alone (h16):
- * GELU's and QuickGELU's bf16 slopes are elementwise.c's (their table where tabled), ReLU's
- * widens h in the same loop. */
+ * activation's own backward (its bits). h's row is in fp32 (hv) or in bf16 alone (h16, whose
+ * slopes are elementwise.c's, from GELU's and QuickGELU's tables where tabled). */
 static void act_grad_row(float *row, const float *Ga, const float *hv, const uint16_t *h16, int O, sf_op op,
                          float keep, int tabled) {
-    if (h16 && op == SF_OP_RELU) {
-#pragma omp simd
-        for (int o = 0; o < O; o++) row[o] = sf_relu_grad(sf_from_bf16(h16[o]), Ga[o]);
-        return;
-    }
     if (h16) {
         sf_act_bf16_grad(op, row, Ga, h16, (size_t)O, keep, tabled);
         return;

@@ -159,7 +159,8 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
  * bf16 value: the bits of the plain ops (elementwise.c). tabled: 1 if op's activation of
  * numel values uses them (GELU, QuickGELU; large enough). values: y = f(x) from the table;
  * grad: row = Ga ⊙ f'(x), from the table where tabled, else computed by the loop the table
- * was filled with (always so for keep, as sf_gelu_slope's, other than 1: the broken variant). */
+ * was filled with (always so for keep, as sf_gelu_slope's, other than 1: the broken variant);
+ * ReLU's grad too (never tabled: its slope is a comparison). */
 int sf_act_bf16_tabled(sf_op op, size_t numel);
 void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x, size_t n);
 void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
