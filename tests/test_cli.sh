@@ -57,6 +57,15 @@ check "resume: same number of steps" test "$(wc -l < full.txt)" -eq "$(wc -l < p
 check "resume: losses equal step for step" cmp -s full.txt part.txt
 check "resume: final weights and moments bit-identical" test "$(tensor_bytes runs/full/last.safetensors)" = "$(tensor_bytes runs/part/last.safetensors)"
 
+# ---- a resume on another thread count says its steps need not repeat the bits; at the same one, nothing ----
+check "resume at the same threads: no note" bash -c '! grep -q "need not match" part2.log'
+"$SFVIT" train "$BASE" "${COMMON[@]}" train.name=other train.epochs=2 train.max_steps=3 > other1.log 2>&1
+"$SFVIT" train --resume runs/other train.max_steps=5 train.threads=2 > other2.log 2>&1; rc=$?
+check "resume of a 1-thread run on 2 threads trains on" test $rc -eq 0
+check "resume on 2 threads: names the thread counts" grep -q "threads: 1 then, 2 now" other2.log
+check "resume on 2 threads: says the bits need not match" grep -q "need not match an uninterrupted run's bit for bit" other2.log
+check "resume on 2 threads: how to repeat them" grep -q "train.threads=1 (or SFVIT_THREADS=1) repeats them" other2.log
+
 # ---- eval ----
 out=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1); rc=$?
 check "eval exits 0" test $rc -eq 0

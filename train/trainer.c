@@ -200,30 +200,64 @@ typedef struct run_state {
     sf_rng drop_rng;
 } run_state;
 
+/* What the run's sums were ordered by besides its state: the thread count (OpenBLAS's sgemm
+ * and the per-thread partial sums give other last bits on 1, 2 and 3 threads), the ranks and
+ * the kernels line. Stored in each checkpoint, so that a resume on others says its steps need
+ * not repeat the uninterrupted run's bits; it trains on from the same state all the same. */
+typedef struct run_host {
+    int threads, ranks;
+    char kernels[768]; /* sf_kernels_describe */
+} run_host;
+
 /* class_names: the training split's class folder names as a JSON array (id order), so
  * `sfvit predict` and the C API (include/sfvit.h) can name what a checkpoint predicts. */
-static int save_checkpoint(const char *path, const sf_params *ps, const run_state *st,
+static int save_checkpoint(const char *path, const sf_params *ps, const run_state *st, const run_host *host,
                            const char *config_text, const char *class_names, int with_optim) {
-    char epoch[32], step[32], gstep[32], best[32], rng[80];
+    char epoch[32], step[32], gstep[32], best[32], rng[80], threads[16], ranks[16];
     snprintf(epoch, sizeof epoch, "%d", st->epoch);
     snprintf(step, sizeof step, "%d", st->step_in_epoch);
     snprintf(gstep, sizeof gstep, "%ld", st->global_step);
     snprintf(best, sizeof best, "%.9g", st->best_top1);
     rng_to_hex(&st->drop_rng, rng, sizeof rng);
-    const sf_kv meta[] = {{"format", "sfvit-1"},       {"config", config_text}, {"epoch", epoch},
-                          {"step_in_epoch", step},     {"global_step", gstep},  {"best_top1", best},
-                          {"rng_drop", rng},           {SF_CKPT_META_CLASS_NAMES, class_names}};
+    snprintf(threads, sizeof threads, "%d", host->threads);
+    snprintf(ranks, sizeof ranks, "%d", host->ranks);
+    const sf_kv meta[] = {{"format", "sfvit-1"},   {"config", config_text}, {"epoch", epoch},
+                          {"step_in_epoch", step}, {"global_step", gstep},  {"best_top1", best},
+                          {"rng_drop", rng},       {SF_CKPT_META_CLASS_NAMES, class_names},
+                          {"threads", threads},    {"ranks", ranks},        {"kernels", host->kernels}};
     return sf_checkpoint_save(path, ps, with_optim, meta, (int)(sizeof meta / sizeof meta[0]));
 }
 
 /* MPI: rank 0 writes; every rank learns whether it worked (so all stop together). */
-static int save_on_rank0(const char *path, const sf_params *ps, const run_state *st,
+static int save_on_rank0(const char *path, const sf_params *ps, const run_state *st, const run_host *host,
                          const char *config_text, const char *class_names, int with_optim) {
-    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, config_text, class_names, with_optim) : 0;
+    int rc = sf_dist_rank() == 0 ? save_checkpoint(path, ps, st, host, config_text, class_names, with_optim) : 0;
     return sf_dist_all_ok(rc == 0) ? 0 : -1;
 }
 
-static int load_resume_state(const char *path, sf_params *ps, run_state *st) {
+/* A resume on another host than the one that wrote the checkpoint: said once, with what differs. */
+static void resume_host_note(const char *path, const sf_ckpt_report *meta, const run_host *now) {
+    const char *t = sf_ckpt_meta_get(meta, "threads"), *n = sf_ckpt_meta_get(meta, "ranks"),
+               *k = sf_ckpt_meta_get(meta, "kernels");
+    if (!t || !n || !k || sf_dist_rank() != 0) return; /* written before these were stored; said once */
+    const int then_threads = atoi(t), then_ranks = atoi(n);
+    char what[2048] = "";
+    size_t len = 0;
+    if (then_threads != now->threads)
+        len += (size_t)snprintf(what + len, sizeof what - len, "; threads: %d then, %d now", then_threads, now->threads);
+    if (then_ranks != now->ranks && len < sizeof what)
+        len += (size_t)snprintf(what + len, sizeof what - len, "; ranks: %d then, %d now", then_ranks, now->ranks);
+    if (strcmp(k, now->kernels) != 0 && len < sizeof what)
+        snprintf(what + len, sizeof what - len, "; kernels then: %s; now: %s", k, now->kernels);
+    if (!what[0]) return;
+    sf_warn("%s was written by a run on other threads, ranks or kernels (%s). It resumes from the same state, "
+            "but its steps need not match an uninterrupted run's bit for bit: products and sums are ordered by "
+            "all three",
+            path, what + 2);
+    if (then_threads != now->threads) sf_hint("train.threads=%d (or SFVIT_THREADS=%d) repeats them", then_threads, then_threads);
+}
+
+static int load_resume_state(const char *path, sf_params *ps, run_state *st, const run_host *now) {
     sf_ckpt_opts opts = {.strict = 1, .load_optim = 1};
     sf_ckpt_report meta;
     if (sf_checkpoint_load(path, ps, &opts, &meta) != 0) {
@@ -241,6 +275,7 @@ static int load_resume_state(const char *path, sf_params *ps, run_state *st) {
         st->step_in_epoch = atoi(s);
         st->global_step = atol(gs);
         st->best_top1 = strtof(b, NULL);
+        resume_host_note(path, &meta, now);
     }
     sf_ckpt_report_free(&meta);
     if (!ok) {
@@ -352,6 +387,7 @@ typedef struct run {
     sf_config cfg;
     const char *resume_dir;
     int world, rank, rank_batch, threads, tty, accum, steps_per_epoch, log_nr;
+    run_host host;              /* threads, ranks and kernels, stored in every checkpoint */
     float base_lr;
     char dir[SF_PATH_MAX];
     char path_last[SF_PATH_MAX + 32], path_best[SF_PATH_MAX + 32], path_ema[SF_PATH_MAX + 32];
@@ -580,7 +616,7 @@ static void ema_swap(run *r) {
 static int run_restore(run *r) {
     sf_rng_seed(&r->st.drop_rng, r->cfg.train.seed * 7919ULL + 3);
     if (r->resume_dir) {
-        if (load_resume_state(r->path_last, &r->ps, &r->st) != 0) return -1;
+        if (load_resume_state(r->path_last, &r->ps, &r->st, &r->host) != 0) return -1;
         printf("resumed %s at epoch %d, step %d of it (%ld updates done)\n", r->path_last, r->st.epoch + 1,
                r->st.step_in_epoch, r->st.global_step);
     } else if (r->cfg.model.init_from[0]) {
@@ -655,6 +691,14 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     }
     r->threads = sf_threads_init(threads_wanted);
     if (!sf_dist_all_ok(sf_precision_setup(&r->cfg, r->rank == 0) == 0)) return SF_TRAIN_ERROR;
+    r->host.threads = r->threads;
+    r->host.ranks = r->world;
+    sf_kernels_describe(r->host.kernels, sizeof r->host.kernels);
+    if (sf_precision_get() == SF_PREC_BF16) { /* train.bf16_products=auto's choice, by this CPU's rates */
+        const size_t n = strlen(r->host.kernels);
+        snprintf(r->host.kernels + n, sizeof r->host.kernels - n, "; bf16 products: %s",
+                 sf_bf16_products_name(sf_bf16_products_get()));
+    }
     r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
     r->accum = r->cfg.optim.accum_steps > 0 ? r->cfg.optim.accum_steps : 1;
     print_startup(r);
@@ -771,11 +815,11 @@ static void log_step(run *r, int epoch, int step, double loss, int n, double t_w
 static int save_checkpoints(run *r) {
     if (r->ema) {
         ema_swap(r);
-        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, r->config_text, r->class_names, 0);
+        int rc = save_on_rank0(r->path_ema, &r->ps, &r->st, &r->host, r->config_text, r->class_names, 0);
         ema_swap(r);
         if (rc != 0) return SF_TRAIN_ERROR;
     }
-    return save_on_rank0(r->path_last, &r->ps, &r->st, r->config_text, r->class_names, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
+    return save_on_rank0(r->path_last, &r->ps, &r->st, &r->host, r->config_text, r->class_names, 1) == 0 ? SF_TRAIN_OK : SF_TRAIN_ERROR;
 }
 
 /* The steps of one epoch, from st.step_in_epoch until its end, a stop signal, train.max_steps
@@ -890,7 +934,7 @@ static int evaluate(run *r, int epoch, const epoch_stats *es, sf_train_result *r
         if (ev.top1 > r->st.best_top1) r->st.best_top1 = (float)ev.top1;
         r->st.epoch = epoch + 1;
         r->st.step_in_epoch = 0;
-        if (save_on_rank0(r->path_best, &r->ps, &r->st, r->config_text, r->class_names, 0) != 0) return SF_TRAIN_ERROR;
+        if (save_on_rank0(r->path_best, &r->ps, &r->st, &r->host, r->config_text, r->class_names, 0) != 0) return SF_TRAIN_ERROR;
     }
     return SF_TRAIN_OK;
 }
