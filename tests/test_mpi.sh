@@ -92,6 +92,7 @@ losses runs/two/log.jsonl > two-all.txt
 check "resume 2 -> 1: 32 steps logged" test "$(wc -l < two-all.txt)" -eq 32
 d=$(loss_diff one.txt two-all.txt)
 check "resume 2 -> 1: losses within 1e-4 of one process ($d)" lt "$d" 1e-4
+check "resume 2 -> 1: warns that the ranks changed" grep -q "ranks: 2 then, 1 now" two-resume.log
 # 1 process stopped at step 10 -> 2 ranks finish.
 "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=part train.max_steps=10 > part.log 2>&1
 "${MPIRUN[@]}" "$SFVIT" train --resume runs/part train.max_steps=0 > part-resume.log 2>&1
@@ -100,6 +101,7 @@ losses runs/part/log.jsonl > part.txt
 check "resume 1 -> 2: 32 steps logged" test "$(wc -l < part.txt)" -eq 32
 d=$(loss_diff one.txt part.txt)
 check "resume 1 -> 2: losses within 1e-4 of one process ($d)" lt "$d" 1e-4
+check "resume 1 -> 2: the ranks' change said once (rank 0)" test "$(grep -c "ranks: 1 then, 2 now" part-resume.log)" -eq 1
 f1=$(grep -o 'final val top-1 [0-9.]*% *top-5 [0-9.]*' one.log)
 f2=$(grep -o 'final val top-1 [0-9.]*% *top-5 [0-9.]*' part-resume.log)
 check "resume 1 -> 2: final top-1/top-5 equal ($f1)" test -n "$f1" -a "$f1" = "$f2"
