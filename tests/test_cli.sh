@@ -65,6 +65,10 @@ check "resume of a 1-thread run on 2 threads trains on" test $rc -eq 0
 check "resume on 2 threads: names the thread counts" grep -q "threads: 1 then, 2 now" other2.log
 check "resume on 2 threads: says the bits need not match" grep -q "need not match an uninterrupted run's bit for bit" other2.log
 check "resume on 2 threads: how to repeat them" grep -q "train.threads=1 (or SFVIT_THREADS=1) repeats them" other2.log
+SFVIT_GEMM=auto "$SFVIT" train "$BASE" "${COMMON[@]}" train.name=kern train.epochs=2 train.max_steps=3 > kern1.log 2>&1
+SFVIT_GEMM=openblas "$SFVIT" train --resume runs/kern train.max_steps=4 > kern2.log 2>&1; rc=$?
+check "resume with other kernels (SFVIT_GEMM=openblas) trains on" test $rc -eq 0
+check "resume with other kernels: names both kernel lines" grep -q "kernels then: fp32 products: .*SFVIT_GEMM=auto.*; now: fp32 products: .*SFVIT_GEMM=openblas" kern2.log
 
 # ---- eval ----
 out=$("$SFVIT" eval runs/full/best.safetensors --data fm 2>&1); rc=$?
