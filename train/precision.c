@@ -108,6 +108,10 @@ static void bf16_products_report(double bf16, double fp32) {
                 bf16, fp32);
 }
 
+static char kernels_line[768]; /* sf_precision_setup's, for sf_precision_kernels */
+
+const char *sf_precision_kernels(void) { return kernels_line; }
+
 int sf_precision_setup(sf_config *cfg, int verbose) {
     int p = sf_precision_parse(cfg->train.precision);
     if (p < 0) return sf_error("train.precision: '%s' is not one of fp32, bf16, bf16_emulated", cfg->train.precision);
@@ -129,15 +133,14 @@ int sf_precision_setup(sf_config *cfg, int verbose) {
         snprintf(cfg->train.precision, sizeof cfg->train.precision, "fp32");
     }
     sf_precision_set((sf_precision)p);
+    sf_kernels_describe(kernels_line, sizeof kernels_line); /* before oneDNN's code is given back */
     if (verbose) {
-        char k[768];
-        sf_kernels_describe(k, sizeof k);
         static const char *const what[] = {
             "fp32 products",
             "bf16 operands, fp32 accumulation",
             "EMULATED bf16: operands rounded to bf16, products by OpenBLAS in fp32 (a reference, not faster)",
         };
-        printf("precision: %s (%s)\nkernels: %s\n", sf_precision_name((sf_precision)p), what[p], k);
+        printf("precision: %s (%s)\nkernels: %s\n", sf_precision_name((sf_precision)p), what[p], kernels_line);
         if (p == SF_PREC_BF16) bf16_products_report(bf16_rate, fp32_rate);
         fflush(stdout);
     }

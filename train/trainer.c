@@ -206,7 +206,7 @@ typedef struct run_state {
  * not repeat the uninterrupted run's bits; it trains on from the same state all the same. */
 typedef struct run_host {
     int threads, ranks;
-    char kernels[768]; /* sf_kernels_describe */
+    const char *kernels; /* the kernels line (sf_precision_kernels) */
 } run_host;
 
 /* class_names: the training split's class folder names as a JSON array (id order), so
@@ -235,26 +235,22 @@ static int save_on_rank0(const char *path, const sf_params *ps, const run_state 
     return sf_dist_all_ok(rc == 0) ? 0 : -1;
 }
 
-/* A resume on another host than the one that wrote the checkpoint: said once, with what differs. */
+/* A resume on other threads, ranks or kernels than those that wrote the checkpoint: each
+ * difference named, from rank 0 alone. */
 static void resume_host_note(const char *path, const sf_ckpt_report *meta, const run_host *now) {
     const char *t = sf_ckpt_meta_get(meta, "threads"), *n = sf_ckpt_meta_get(meta, "ranks"),
                *k = sf_ckpt_meta_get(meta, "kernels");
-    if (!t || !n || !k || sf_dist_rank() != 0) return; /* written before these were stored; said once */
+    if (!t || !n || !k || sf_dist_rank() != 0) return; /* written before these were stored */
     const int then_threads = atoi(t), then_ranks = atoi(n);
-    char what[2048] = "";
-    size_t len = 0;
-    if (then_threads != now->threads)
-        len += (size_t)snprintf(what + len, sizeof what - len, "; threads: %d then, %d now", then_threads, now->threads);
-    if (then_ranks != now->ranks && len < sizeof what)
-        len += (size_t)snprintf(what + len, sizeof what - len, "; ranks: %d then, %d now", then_ranks, now->ranks);
-    if (strcmp(k, now->kernels) != 0 && len < sizeof what)
-        snprintf(what + len, sizeof what - len, "; kernels then: %s; now: %s", k, now->kernels);
-    if (!what[0]) return;
-    sf_warn("%s was written by a run on other threads, ranks or kernels (%s). It resumes from the same state, "
-            "but its steps need not match an uninterrupted run's bit for bit: products and sums are ordered by "
-            "all three",
-            path, what + 2);
-    if (then_threads != now->threads) sf_hint("train.threads=%d (or SFVIT_THREADS=%d) repeats them", then_threads, then_threads);
+    const int threads = then_threads != now->threads, ranks = then_ranks != now->ranks,
+              kernels = strcmp(k, now->kernels) != 0;
+    if (!threads && !ranks && !kernels) return;
+    if (threads) sf_warn("%s: threads: %d then, %d now", path, then_threads, now->threads);
+    if (ranks) sf_warn("%s: ranks: %d then, %d now", path, then_ranks, now->ranks);
+    if (kernels) sf_warn("%s: kernels then: %s; now: %s", path, k, now->kernels);
+    sf_hint("the run resumes from the same state, but its steps need not match an uninterrupted run's bit for "
+            "bit: products and sums are ordered by threads, ranks and kernels");
+    if (threads) sf_hint("train.threads=%d (or SFVIT_THREADS=%d) repeats them", then_threads, then_threads);
 }
 
 static int load_resume_state(const char *path, sf_params *ps, run_state *st, const run_host *now) {
@@ -693,12 +689,7 @@ static int run_setup(run *r, const sf_config *cfg, const char *resume_dir) {
     if (!sf_dist_all_ok(sf_precision_setup(&r->cfg, r->rank == 0) == 0)) return SF_TRAIN_ERROR;
     r->host.threads = r->threads;
     r->host.ranks = r->world;
-    sf_kernels_describe(r->host.kernels, sizeof r->host.kernels);
-    if (sf_precision_get() == SF_PREC_BF16) { /* train.bf16_products=auto's choice, by this CPU's rates */
-        const size_t n = strlen(r->host.kernels);
-        snprintf(r->host.kernels + n, sizeof r->host.kernels - n, "; bf16 products: %s",
-                 sf_bf16_products_name(sf_bf16_products_get()));
-    }
+    r->host.kernels = sf_precision_kernels(); /* bf16's products choice is in the stored config */
     r->g.sum_over_ranks = sf_dist_batchnorm_hook(r->cfg.train.bn_sync);  // MPI: SyncBatchNorm
     r->accum = r->cfg.optim.accum_steps > 0 ? r->cfg.optim.accum_steps : 1;
     print_startup(r);

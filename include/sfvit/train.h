@@ -60,6 +60,9 @@ void sf_precision_weights_refresh(sf_params *ps);
 int sf_precision_adamw_step(sf_params *ps, const sf_optim_cfg *o, float lr, long t);
 /* One line: the fp32 product backend and oneDNN's ISA and kernels. */
 void sf_kernels_describe(char *buf, size_t size);
+/* That line as the last sf_precision_setup described it ("" before one): the kernels line a
+ * run prints and stores in its checkpoints, without asking oneDNN again. */
+const char *sf_precision_kernels(void);
 
 /* Memory of a training step (train/memory.c), in bytes: fixed + micro-batch * per_image. */
 typedef struct sf_memory_need {
