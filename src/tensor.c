@@ -306,6 +306,7 @@ void sf_tensor_keep_bf16(sf_ctx *g, sf_tensor *t, uint16_t *copy) {
 }
 
 float *sf_grad(sf_ctx *g, sf_tensor *t) {
+    SF_ASSERT(!t->grad16, "a gradient held in bf16 alone (an MLP activation's output) has one reader, one writer");
     if (!t->grad) t->grad = sf_arena_calloc(g->arena, t->numel * sizeof(float));
     return t->grad;
 }
@@ -314,6 +315,7 @@ float *sf_grad(sf_ctx *g, sf_tensor *t) {
  * that does not exist yet is allocated uninitialized and the op writes it (*accumulate = 0),
  * which saves the zero fill and one read of the buffer; otherwise the op accumulates. */
 float *sf_grad_dst(sf_ctx *g, sf_tensor *t, int *accumulate) {
+    SF_ASSERT(!t->grad16, "a gradient held in bf16 alone (an MLP activation's output) has one reader, one writer");
     *accumulate = t->grad != NULL;
     if (!t->grad) t->grad = sf_arena_alloc(g->arena, t->numel * sizeof(float));
     return t->grad;
@@ -429,7 +431,12 @@ void sf_backward_seeded(sf_ctx *g, sf_tensor *t, const float *seed) {
  * gradient (sf_add_backward, sf_reshape_backward; released with that input's node then), or
  * it is not arena memory (a caller's buffer). */
 static void release_out_grad(sf_ctx *g, sf_node *n) {
+    if (n->out->grad16) { /* read by its node alone */
+        sf_arena_release(g->arena, n->out->grad16, n->out->numel * sizeof *n->out->grad16);
+        n->out->grad16 = NULL;
+    }
     float *G = n->out->grad;
+    if (!G) return;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] && n->in[i]->grad == G) return;
     if (!arena_owns(g->arena, G)) return;
@@ -440,7 +447,7 @@ static void release_out_grad(sf_ctx *g, sf_node *n) {
 static void tape_walk(sf_ctx *g) {
     for (int i = g->tape_len - 1; i >= 0; i--) {
         sf_node *n = &g->tape[i];
-        if (!n->out->grad) continue; /* nothing flowed into this node's output */
+        if (!n->out->grad && !n->out->grad16) continue; /* nothing flowed into this node's output */
         if (profiling()) {
             double t0 = sf_now();
             n->backward(g, n);

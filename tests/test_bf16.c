@@ -23,7 +23,10 @@
  * 4. A linear whose input is handed over (sf_linear_last_use) gives the bits of sf_linear in
  *    every precision, and frees the input's fp32 data where the backward does not need it:
  *    always in bf16 (its bf16 copy is kept, half the bytes), in fp32 only without a dW.
- * 5. The *_to_linear ops: the plain op's bits, the output in bf16 alone.
+ * 5. The *_to_linear ops: the plain op's bits, the output in bf16 alone; in bf16 training an
+ *    activation's (GELU, QuickGELU, ReLU) x gradient is the plain op's on its output gradient
+ *    rounded to bf16 (the next linear layer's input gradient, as autocast makes it), and not
+ *    the plain op's on the fp32 one.
  * 6. train.bf16_products=auto's rule on measured rates.
  * 7. SimA's bf16 copies of q, k and v (made in the forward for the backward): sf_sima_last_use
  *    gives sf_sima's output and gradients bit for bit in every precision and both orders, and
@@ -571,6 +574,31 @@ static void to_linear_free(to_linear_run *r) {
     for (int i = 0; i < 5; i++) free(r->grad[i]);
 }
 
+/* In bf16 an activation's output gradient from the next linear layer is that layer's input
+ * gradient rounded to bf16 (as autocast's bf16 linear layer gives it). The reference for x's
+ * gradient: the plain op's backward seeded with Ga rounded, Ga the linear layer's input
+ * gradient (x's own through a scale by 1: the same product). leaves: x, w, b. */
+static float *act_dx_rounded(to_linear_op op, sf_tensor *const *leaves, const float *R) {
+    const size_t n = leaves[0]->numel;
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 1;
+    fresh_grads(leaves, 3);
+    sf_tensor *y = sf_linear_last_use(&g, sf_scale(&g, leaves[0], 1.0f), leaves[1], leaves[2]);
+    sf_backward_seeded(&g, y, R);
+    float *Ga = copy_floats(leaves[0]->grad, n);
+    for (size_t i = 0; i < n; i++) Ga[i] = sf_bf16_round(Ga[i]);
+    sf_ctx_free(&g);
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 1;
+    fresh_grads(leaves, 3);
+    sf_backward_seeded(&g, op(&g, leaves[0], 0), Ga);
+    float *dx = copy_floats(leaves[0]->grad, n);
+    sf_ctx_free(&g);
+    free(Ga);
+    return dx;
+}
+
 static void test_to_linear(void) {
     enum { B = 2, H = 3, N = 10, D = 8, C = H * D, O = 20 };
     /* layernorm at 600 channels too: its rows are rounded in blocks of 512 */
@@ -579,9 +607,11 @@ static void test_to_linear(void) {
         to_linear_op op;
         int merge; /* x is (B, H, N, D), not (B, N, C) */
         int C;
-    } ops[] = {{"gelu", op_gelu, 0, C},       {"gelu_tanh", op_gelu_tanh, 0, C}, {"quick_gelu", op_quick_gelu, 0, C},
-               {"relu", op_relu, 0, C},       {"heads_merge", op_heads_merge, 1, C}, {"layernorm", op_layernorm, 0, C},
-               {"layernorm", op_layernorm, 0, 600}};
+        int act; /* an activation whose output gradient comes in bf16 */
+    } ops[] = {{"gelu", op_gelu, 0, C, 1},          {"gelu_tanh", op_gelu_tanh, 0, C, 0},
+               {"quick_gelu", op_quick_gelu, 0, C, 1}, {"relu", op_relu, 0, C, 1},
+               {"heads_merge", op_heads_merge, 1, C, 0}, {"layernorm", op_layernorm, 0, C, 0},
+               {"layernorm", op_layernorm, 0, 600, 0}};
     sf_rng r;
     sf_rng_seed(&r, 11);
     float *R = malloc(B * N * O * sizeof(float));
@@ -602,9 +632,20 @@ static void test_to_linear(void) {
                 to_linear_run plain = run_to_linear(ops[o].op, 0, grad, leaves, n, R);
                 to_linear_run made = run_to_linear(ops[o].op, 1, grad, leaves, n, R);
                 const char *gn = grad ? "training" : "no gradients";
+                const int rounded = bf16 && grad && ops[o].act; /* x's gradient from Ga in bf16 */
                 int same = !memcmp(plain.y, made.y, B * N * O * sizeof(float));
-                for (int i = 0; i < n; i++) same = same && !memcmp(plain.grad[i], made.grad[i], leaves[i]->numel * sizeof(float));
-                CHECK(same, "%s_to_linear (C %d), %s, %s: the plain op's y and gradients bit for bit", ops[o].name, Co, pn, gn);
+                for (int i = rounded; i < n; i++) same = same && !memcmp(plain.grad[i], made.grad[i], leaves[i]->numel * sizeof(float));
+                CHECK(same, "%s_to_linear (C %d), %s, %s: the plain op's y and gradients%s bit for bit", ops[o].name, Co, pn, gn,
+                      rounded ? " but x's" : "");
+                if (rounded) {
+                    const size_t nx = leaves[0]->numel;
+                    float *want = act_dx_rounded(ops[o].op, leaves, R);
+                    CHECK(!memcmp(want, made.grad[0], nx * sizeof(float)),
+                          "%s_to_linear, %s: x's gradient is the plain op's on its output gradient rounded to bf16", ops[o].name, pn);
+                    CHECK(memcmp(plain.grad[0], made.grad[0], nx * sizeof(float)),
+                          "%s_to_linear, %s: x's gradient is not the plain op's on the fp32 output gradient", ops[o].name, pn);
+                    free(want);
+                }
                 CHECK(plain.fp32_alone, "%s, %s, %s: the plain op's output is fp32", ops[o].name, pn, gn);
                 CHECK(bf16 ? made.bf16_alone : made.fp32_alone, "%s_to_linear, %s, %s: output %s", ops[o].name, pn, gn,
                       bf16 ? "in bf16 alone" : "in fp32, as the plain op's");
@@ -619,7 +660,7 @@ static void test_to_linear(void) {
         ln_params[0] = ln_params[1] = NULL;
     }
     sf_precision_set(SF_PREC_FP32);
-    printf("  *_to_linear ops: bf16 output alone, the plain op's bits\n");
+    printf("  *_to_linear ops: bf16 output alone, the plain op's bits (an activation's on its output gradient in bf16)\n");
     free(R);
 }
 

@@ -11,7 +11,8 @@
  * is the emulation's sum rounded once, within the same bound plus half a bf16 step. With
  * its weight packed from fp32 for each product (the default), a linear layer's products give
  * the bits of those reading the weight's bf16 copy (SFVIT_PACK_WEIGHTS=0), without the copy,
- * and follow the weight as it changes.
+ * and follow the weight as it changes. An MLP whose fc2 writes its input gradient in bf16 alone
+ * for the GELU's backward gives the emulation's output and gradients (relative L2 distance).
  * Skipped (exit 77) with the reason where oneDNN has no native
  * bf16 (AVX2-only CPUs such as Zen 3, AVX-512 without BF16, no oneDNN). */
 #include "test_gemm_dnnl_common.h"
@@ -309,6 +310,74 @@ static void test_small_products(void) {
           "SFVIT_BF16_SMALL_MACS values parsed wrong");
 }
 
+/* ---- an MLP, fc2's input gradient in bf16 ---- */
+
+/* fc1 + its activation as one op, then fc2 (an MLP without dropout, as the models run it), forward and
+ * backward from seed; y and the gradients of x, W1, b1, W2, b2 copied out. */
+enum { MLP_LEAVES = 5 };
+static void run_mlp(sf_tensor *const *leaves, sf_op act, const float *seed, float **out) {
+    sf_ctx g;
+    sf_ctx_init(&g, 0);
+    g.grad_enabled = 1;
+    for (int i = 0; i < MLP_LEAVES; i++) free(leaves[i]->grad), leaves[i]->grad = calloc(leaves[i]->numel, sizeof(float));
+    sf_tensor *a = sf_linear_act_to_linear(&g, sf_scale(&g, leaves[0], 1.0f), leaves[1], leaves[2], act);
+    sf_tensor *y = sf_linear_last_use(&g, a, leaves[3], leaves[4]);
+    out[0] = copy_floats(y->data, y->numel);
+    sf_backward_seeded(&g, y, seed);
+    for (int i = 0; i < MLP_LEAVES; i++) out[1 + i] = copy_floats(leaves[i]->grad, leaves[i]->numel);
+    sf_ctx_free(&g);
+}
+
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
+    return sqrt(d / (s + 1e-300));
+}
+
+/* On oneDNN's kernels fc2 writes its input gradient (the activation output's) in bf16 alone
+ * for the activation's backward; the emulation makes it in fp32 and rounds it where the
+ * activation reads it. The same numbers up to summation order, but a value summed in another
+ * order now and then lands across a bf16 rounding boundary, so each output is compared by its
+ * relative L2 distance: within 2e-5 (1e-6 on Zen 5; that gradient left unrounded on one side
+ * puts fc1's gradients at 3e-3). GELU, QuickGELU (from their slope tables at 1100 rows) and
+ * ReLU; 1100 rows (the weights packed) and 140 (their copies read). */
+static void test_mlp_grad_bf16(void) {
+    enum { C = 96, Hd = 1024, O = 96 };
+    static const char *names[1 + MLP_LEAVES] = {"y", "dx", "dW1", "db1", "dW2", "db2"};
+    sf_rng r;
+    sf_rng_seed(&r, 13);
+    for (int R = 1100; R > 0; R -= 960) {
+        sf_tensor *leaves[MLP_LEAVES] = {gc_leaf(2, (int[]){R, C}, 1), gc_leaf(2, (int[]){Hd, C}, 1),
+                                         gc_leaf(1, (int[]){Hd}, 1), gc_leaf(2, (int[]){O, Hd}, 1),
+                                         gc_leaf(1, (int[]){O}, 1)};
+        for (int i = 0; i < MLP_LEAVES; i++) gc_fill_normal(leaves[i], &r, i == 1 || i == 3 ? 0.1f : 1.0f);
+        float *seed = malloc((size_t)R * O * sizeof *seed);
+        for (size_t i = 0; i < (size_t)R * O; i++) seed[i] = sf_rng_normal(&r);
+        const size_t n[1 + MLP_LEAVES] = {(size_t)R * O, leaves[0]->numel, leaves[1]->numel, leaves[2]->numel,
+                                          leaves[3]->numel, leaves[4]->numel};
+        for (int a = 0; a < 3; a++) {
+            const sf_op act = (const sf_op[]){SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU}[a];
+            float *native_out[1 + MLP_LEAVES], *emulated_out[1 + MLP_LEAVES];
+            sf_precision_set(SF_PREC_BF16);
+            sf_bf16_products_set(SF_BF16_PRODUCTS_ONEDNN);
+            CHECK(sf_gemm_prec_writes_bf16(), "oneDNN's bf16 kernels: products not written in bf16");
+            run_mlp(leaves, act, seed, native_out);
+            sf_precision_set(SF_PREC_BF16_EMULATED);
+            run_mlp(leaves, act, seed, emulated_out);
+            sf_precision_set(SF_PREC_FP32);
+            for (int k = 0; k <= MLP_LEAVES; k++) {
+                const double d = rel_l2(native_out[k], emulated_out[k], n[k]);
+                CHECK(d <= 2e-5, "MLP (%s), %d rows: %s on oneDNN's kernels %.3g (relative L2) from the emulation's",
+                      sf_op_name(act), R, names[k], d);
+                free(native_out[k]), free(emulated_out[k]);
+            }
+        }
+        for (int i = 0; i < MLP_LEAVES; i++) gc_leaf_free(leaves[i]);
+        free(seed);
+    }
+    printf("  an MLP (GELU, QuickGELU, ReLU) with fc2's input gradient in bf16 on oneDNN's kernels: the emulation's gradients\n");
+}
+
 int main(void) {
     const char *why = NULL;
     if (!sf_dnnl_bf16_native(&why)) {
@@ -323,6 +392,7 @@ int main(void) {
     test_bias();
     test_packed_weights(96, 144);
     test_packed_weights(96, 96); /* square: W and W^T packed alike, but not the same numbers */
+    test_mlp_grad_bf16();
     sf_dnnl_kernel k[SF_DNNL_MAX_KERNELS];
     const int nk = sf_dnnl_kernels(k, SF_DNNL_MAX_KERNELS);
     long bf16_runs = 0;

@@ -85,6 +85,7 @@ float sf_f32_from_bf16(uint16_t h);
 float sf_bf16_round(float x);
 void sf_bf16_convert(const float *x, uint16_t *y, size_t n);
 void sf_bf16_round_into(const float *x, float *y, size_t n);
+void sf_bf16_widen(const uint16_t *x, float *y, size_t n); /* bf16 -> fp32, exact */
 
 /* Weights in bf16, converted once per step. Refresh registers every 2-d (or larger) tensor of
  * the list and converts the copies made so far (older registrations are dropped);

@@ -17,7 +17,8 @@
  * One exception to float32: in bf16 precision an op whose output goes only into the next
  * linear layer's bf16 product (the *_to_linear ops) writes that output as bf16 alone
  * (data16, data NULL), so no fp32 copy is written and read back to be converted; and SimA
- * keeps its handed-over q̂, k̂ as its bf16 copies alone (sf_tensor_keep_bf16).
+ * keeps its handed-over q̂, k̂ as its bf16 copies alone (sf_tensor_keep_bf16). Likewise an
+ * MLP activation's output gradient, made by fc2's bf16 product, is held in bf16 alone (grad16).
  *
  * Deliberately not here: strides/views (a non-contiguous result is materialized by an
  * explicit op), other dtypes, dynamic graphs across steps.
@@ -36,6 +37,9 @@ typedef struct sf_tensor {
     uint16_t *data16;     /* numel bf16 values instead of data (a *_to_linear op's output, SimA's
                              q̂, k̂ in bf16: sf_tensor_keep_bf16), or NULL */
     float *grad;          /* same size; NULL until something flows into it */
+    uint16_t *grad16;     /* dL/dt in bf16 instead of grad: an MLP activation's output, whose
+                             gradient fc2's input-gradient product writes in bf16 and the
+                             activation's fused backward alone reads (ops/matmul.c), or NULL */
     int ndim;
     int shape[SF_MAX_DIMS];
     size_t numel;

@@ -75,7 +75,7 @@ void sf_bf16_round_into(const float *x, float *y, size_t n) {
     over_team(round_span, x, sizeof *x, y, sizeof *y, n);
 }
 
-static void widen(const uint16_t *x, float *y, size_t n) { over_team(widen_span, x, sizeof *x, y, sizeof *y, n); }
+void sf_bf16_widen(const uint16_t *x, float *y, size_t n) { over_team(widen_span, x, sizeof *x, y, sizeof *y, n); }
 
 /* ---- precision ---- */
 
@@ -247,7 +247,7 @@ static void bf16_block(const float *X, const uint16_t *X16, int ld, int r0, int 
     const size_t from = (size_t)r0 * ld + c0;
     if (nc == ld) { /* whole rows: one span */
         if (X16)
-            widen(X16 + from, y, (size_t)nr * nc);
+            sf_bf16_widen(X16 + from, y, (size_t)nr * nc);
         else
             sf_bf16_round_into(X + from, y, (size_t)nr * nc);
         return;
@@ -514,7 +514,7 @@ void sf_gemm_prec_bias_w16(int trans_a, int trans_b, int M, int N, int K, const 
 void sf_gemm_prec_weight(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                          const uint16_t *A16, const sf_tensor *w, const float *bias, float beta, float *C,
                          uint16_t *C16) {
-    SF_ASSERT(!C16 || (bias && beta == 0.0f && alpha == 1.0f), "a product written in bf16 is a linear layer's");
+    SF_ASSERT(!C16 || (beta == 0.0f && alpha == 1.0f), "a product written in bf16 is written whole (alpha 1, beta 0)");
     SF_ASSERT(!bias || (beta == 0.0f && alpha == 1.0f), "a product with a bias writes y = x W^T + b");
     if (!on_bf16_kernels() || !sf_bf16_pack_weights_get() || M < PACK_MIN_ROWS) {
         const uint16_t *w16 = sf_bf16_weight(w);

@@ -260,6 +260,28 @@ sf_tensor *sf_gelu(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU
 
 sf_tensor *sf_gelu_to_linear(sf_ctx *g, sf_tensor *x) { return activation(g, x, SF_OP_GELU, gelu_block, 1); }
 
+/* An activation's output gradient as its plain backward reads it: fp32, read in place, or, where
+ * the output went into the next linear layer in bf16 (node->iarg[1], set by that layer), that
+ * layer's gradient in bf16: its grad16, or its fp32 grad rounded here, widened into *tmp (arena;
+ * the caller gives it back). The fused backward (matmul.c) does the same row by row. */
+static const float *act_out_grad(sf_ctx *g, const sf_node *node, float **tmp) {
+    const sf_tensor *y = node->out;
+    *tmp = NULL;
+    if (!node->iarg[1]) return y->grad;
+    float *G = sf_arena_alloc(g->arena, y->numel * sizeof *G);
+    sf_act_grad_widen(G, y->grad, y->grad16, y->numel);
+    return *tmp = G;
+}
+
+/* Over the team for a whole tensor, on the calling thread for a row inside a parallel region
+ * (the conversions' rule, bf16.c: no serialized region per row). */
+void sf_act_grad_widen(float *restrict dst, const float *restrict grad, const uint16_t *restrict grad16, size_t n) {
+    if (grad16)
+        sf_bf16_widen(grad16, dst, n);
+    else
+        sf_bf16_round_into(grad, dst, n);
+}
+
 /* Forward was y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, so
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) (docs/math/basic.md#gelu). */
 void sf_gelu_backward(sf_ctx *g, sf_node *node) {
@@ -269,7 +291,8 @@ void sf_gelu_backward(sf_ctx *g, sf_node *node) {
         sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
         return;
     }
-    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *G_tmp;
+    const float *x = node->in[0]->data, *G = act_out_grad(g, node, &G_tmp);
     SF_ASSERT(x, "gelu backward: its input in bf16 alone belongs to the fused linear + GELU backward");
     int acc;
     float *dx = sf_grad_dst(g, node->in[0], &acc);
@@ -281,6 +304,7 @@ void sf_gelu_backward(sf_ctx *g, sf_node *node) {
         float d = G[i] * sf_gelu_slope(x[i], keep_pdf);
         dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
+    if (G_tmp) sf_arena_release(g->arena, G_tmp, n * sizeof *G_tmp);
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1) with sf_fast_expf: vectorizes, absolute error < 3e-7
@@ -342,7 +366,8 @@ void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
         sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
         return;
     }
-    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *G_tmp;
+    const float *x = node->in[0]->data, *G = act_out_grad(g, node, &G_tmp);
     SF_ASSERT(x, "quick_gelu backward: its input in bf16 alone belongs to the fused linear backward");
     int acc;
     float *dx = sf_grad_dst(g, node->in[0], &acc);
@@ -354,6 +379,7 @@ void sf_quick_gelu_backward(sf_ctx *g, sf_node *node) {
         float d = G[i] * sf_quick_gelu_slope(x[i], keep_slope);
         dx[i] = acc ? dx[i] + d : d; /* a new dx is written, never read */
     }
+    if (G_tmp) sf_arena_release(g->arena, G_tmp, n * sizeof *G_tmp);
 }
 
 static inline __attribute__((always_inline)) float relu_value(float x) { return x > 0.0f ? x : 0.0f; }
@@ -368,13 +394,15 @@ void sf_relu_backward(sf_ctx *g, sf_node *node) {
         sf_linear_act_backward(g, node, &g->tape[node->iarg[0] - 1]);
         return;
     }
-    const float *x = node->in[0]->data, *G = node->out->grad;
+    float *G_tmp;
+    const float *x = node->in[0]->data, *G = act_out_grad(g, node, &G_tmp);
     SF_ASSERT(x, "relu backward: its input in bf16 alone belongs to the fused linear backward");
     int acc; /* a new dx is written, never read */
     float *dx = sf_grad_dst(g, node->in[0], &acc);
     size_t n = node->out->numel;
 #pragma omp parallel for if (n > EW_OMP_MIN)
     for (size_t i = 0; i < n; i++) dx[i] = (acc ? dx[i] : 0.0f) + sf_relu_grad(x[i], G[i]);
+    if (G_tmp) sf_arena_release(g->arena, G_tmp, n * sizeof *G_tmp);
 }
 
 /* ---- an MLP's activation of fc1's output (sf_linear_act_to_linear) ---- */
@@ -460,6 +488,14 @@ void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, c
     const float *slope = tables_of(op)->slope;
 #pragma omp simd
     for (size_t o = 0; o < n; o++) row[o] = Ga[o] * slope[x[o]];
+}
+
+void sf_act_bf16_grad_bf16(sf_op op, float *restrict row, const uint16_t *restrict Ga16, const uint16_t *restrict x,
+                           size_t n) {
+    SF_ASSERT(op == SF_OP_GELU || op == SF_OP_QUICK_GELU, "%s has no slope table", sf_op_name(op));
+    const float *slope = tables_of(op)->slope;
+#pragma omp simd
+    for (size_t o = 0; o < n; o++) row[o] = sf_from_bf16(Ga16[o]) * slope[x[o]];
 }
 
 /* The block functions of an activation a linear layer feeds as one op: on fp32 input (f) and

@@ -69,6 +69,12 @@ static sf_tensor *linear(sf_ctx *g, sf_tensor *x, sf_tensor *w, sf_tensor *b, in
         node->iarg[1] = I;
         node->iarg[2] = O;
         node->saved = keep16 ? x16 : NULL;
+        /* x an activation's output made for this layer alone: its gradient is this layer's in
+         * bf16 (ops_internal.h, sf_act_grad_widen) */
+        sf_node *act = g->tape_len >= 2 ? &g->tape[g->tape_len - 2] : NULL;
+        if (bf16 && x_last_use && x->data16 && act && act->out == x &&
+            (act->op == SF_OP_GELU || act->op == SF_OP_QUICK_GELU || act->op == SF_OP_RELU))
+            node->iarg[3] = act->iarg[1] = 1;
     }
     /* Handed over and not needed in fp32 by the backward: dW reads x16 or nothing. A kept
      * data16 now belongs to the node (its backward gives it back). */
@@ -137,7 +143,13 @@ static void linear_products(sf_ctx *g, sf_node *node, const float *G, const uint
     sf_tensor *x = node->in[0], *w = node->in[1];
     const int R = node->iarg[0], I = node->iarg[1], O = node->iarg[2];
     const uint16_t *x16 = node->saved;
-    if (linear_wants_dx(node)) {
+    if (linear_wants_dx(node) && node->iarg[3] && !x->grad && sf_gemm_prec_writes_bf16()) {
+        /* x an activation's output for this layer alone (linear): dx in bf16 alone, for the
+         * activation's backward to read */
+        SF_ASSERT(!x->grad16, "linear: an activation's gradient in bf16 written twice");
+        x->grad16 = sf_arena_alloc(g->arena, x->numel * sizeof *x->grad16);
+        sf_gemm_prec_weight(0, 0, R, I, O, 1.0f, G, G16, w, NULL, 0.0f, NULL, x->grad16); // (R, I)
+    } else if (linear_wants_dx(node)) {
         int acc; /* a new dx is written (beta 0): no zero fill, no read */
         float *dx = sf_grad_dst(g, x, &acc);
         sf_gemm_prec_weight(0, 0, R, I, O, 1.0f, G, G16, w, NULL, acc ? 1.0f : 0.0f, dx, NULL); // (R, I)
@@ -220,6 +232,8 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     const int R = lin->iarg[0], O = lin->iarg[2];
     const size_t nG = (size_t)R * O;
     const float *Ga = act->out->grad, *hv = h->data;
+    const uint16_t *Ga16 = act->out->grad16; /* a's gradient in bf16 alone, or Ga */
+    const int ga_bf16 = act->iarg[1];        /* a's gradient in bf16: Ga16, or Ga rounded here */
     const uint16_t *h16 = h->data16; /* h in bf16 alone (sf_act_bf16_input), or hv */
     const sf_op op = (sf_op)act->op;
     /* teeth, as the activation's own backward: GELU's x phi(x) term, QuickGELU's k x s (1 - s) */
@@ -232,6 +246,8 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     float *partial = db ? sf_arena_alloc(g->arena, (size_t)blocks * O * sizeof(float)) : NULL; // (blocks, O)
     const size_t row_bytes = G ? 0 : (size_t)sf_thread_slots() * O * sizeof(float);
     float *rows = G ? NULL : sf_arena_alloc(g->arena, row_bytes); // (threads, O): a row before rounding
+    const size_t ga_bytes = ga_bf16 ? (size_t)sf_thread_slots() * O * sizeof(float) : 0;
+    float *ga_rows = ga_bf16 ? sf_arena_alloc(g->arena, ga_bytes) : NULL; // (threads, O): a row of Ga widened
 #pragma omp parallel for schedule(static) if (nG >= 65536 && !omp_in_parallel())
     for (int k = 0; k < blocks; k++) {
         float *p = partial ? partial + (size_t)k * O : NULL;
@@ -240,7 +256,16 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         for (int r = k * COLSUM_ROWS; r < r1; r++) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
-            act_grad_row(row, Ga + at, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, tabled);
+            const float *ga = Ga ? Ga + at : NULL;
+            if (Ga16 && h16 && tabled && keep == 1.0f && op != SF_OP_RELU) { /* both in bf16: one loop */
+                sf_act_bf16_grad_bf16(op, row, Ga16 + at, h16 + at, (size_t)O);
+            } else if (ga_bf16) {
+                float *wide = ga_rows + (size_t)sf_thread_slot() * O;
+                sf_act_grad_widen(wide, ga, Ga16 ? Ga16 + at : NULL, (size_t)O);
+                act_grad_row(row, wide, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, tabled);
+            } else {
+                act_grad_row(row, ga, h16 ? NULL : hv + at, h16 ? h16 + at : NULL, O, op, keep, tabled);
+            }
             if (p) {
 #pragma omp simd
                 for (int o = 0; o < O; o++) p[o] += row[o];
@@ -249,6 +274,7 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
         }
     }
     if (rows) sf_arena_release(g->arena, rows, row_bytes);
+    if (ga_rows) sf_arena_release(g->arena, ga_rows, ga_bytes);
     if (db) colsum_finish(g, db, partial, blocks, O);
     linear_products(g, lin, G, G16);
     if (G16) sf_arena_release(g->arena, G16, nG * sizeof *G16);

@@ -152,6 +152,15 @@ static inline __attribute__((always_inline)) float sf_quick_gelu_slope(float x, 
 /* ReLU's gradient G [x > 0]: a select, so it is exactly G or +0 (0 at x = 0, as torch). */
 static inline __attribute__((always_inline)) float sf_relu_grad(float x, float G) { return x > 0.0f ? G : 0.0f; }
 
+/* In bf16 the gradient of an activation's output made for the next linear layer alone (GELU,
+ * QuickGELU, ReLU in bf16 alone, handed over to it) is that layer's input-gradient product
+ * rounded to bf16, as autocast's bf16 linear layer gives it: written in bf16 (grad16) where the
+ * product can (oneDNN's bf16 kernels), else in fp32 and rounded where the activation's backward
+ * reads it; the same numbers either way. The linear layer marks the activation's node so (its
+ * iarg[1] = 1). widen: n values of that gradient into dst in fp32, from grad16 or, when NULL,
+ * grad rounded. */
+void sf_act_grad_widen(float *restrict dst, const float *restrict grad, const uint16_t *restrict grad16, size_t n);
+
 /* A linear layer whose output only its activation reads (sf_linear_act_to_linear): the
  * activation's node act (GELU, QuickGELU or ReLU) runs the backward of both, lin's (matmul.c). */
 void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin);
@@ -165,6 +174,9 @@ int sf_act_bf16_tabled(sf_op op, size_t numel);
 void sf_act_bf16_values(sf_op op, float *restrict y, const uint16_t *restrict x, size_t n);
 void sf_act_bf16_grad(sf_op op, float *restrict row, const float *restrict Ga, const uint16_t *restrict x, size_t n,
                       float keep, int tabled);
+/* The same from the tables (tabled, keep 1) with Ga in bf16: Ga widened in the same loop. */
+void sf_act_bf16_grad_bf16(sf_op op, float *restrict row, const uint16_t *restrict Ga16, const uint16_t *restrict x,
+                           size_t n);
 /* The activation (SF_OP_GELU, SF_OP_QUICK_GELU, SF_OP_RELU) of an MLP's fc1 output h in bf16
  * precision (sf_linear_act_to_linear): h in bf16 alone (written so by oneDNN's kernels) or in
  * fp32 (fp32 kernels: rounded here, in the same pass, and its fp32 data given back); the
