@@ -246,8 +246,10 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
     float *partial = db ? sf_arena_alloc(g->arena, (size_t)blocks * O * sizeof(float)) : NULL; // (blocks, O)
     const size_t row_bytes = G ? 0 : (size_t)sf_thread_slots() * O * sizeof(float);
     float *rows = G ? NULL : sf_arena_alloc(g->arena, row_bytes); // (threads, O): a row before rounding
-    const size_t ga_bytes = ga_bf16 ? (size_t)sf_thread_slots() * O * sizeof(float) : 0;
-    float *ga_rows = ga_bf16 ? sf_arena_alloc(g->arena, ga_bytes) : NULL; // (threads, O): a row of Ga widened
+    /* a and h both in bf16, slopes from the tables: one loop reads both; else a row of Ga widened */
+    const int one_loop = Ga16 && h16 && tabled && keep == 1.0f && op != SF_OP_RELU;
+    const size_t ga_bytes = ga_bf16 && !one_loop ? (size_t)sf_thread_slots() * O * sizeof(float) : 0;
+    float *ga_rows = ga_bytes ? sf_arena_alloc(g->arena, ga_bytes) : NULL; // (threads, O)
 #pragma omp parallel for schedule(static) if (nG >= 65536 && !omp_in_parallel())
     for (int k = 0; k < blocks; k++) {
         float *p = partial ? partial + (size_t)k * O : NULL;
@@ -257,7 +259,7 @@ void sf_linear_act_backward(sf_ctx *g, sf_node *act, sf_node *lin) {
             const size_t at = (size_t)r * O;
             float *row = G ? G + at : rows + (size_t)sf_thread_slot() * O;
             const float *ga = Ga ? Ga + at : NULL;
-            if (Ga16 && h16 && tabled && keep == 1.0f && op != SF_OP_RELU) { /* both in bf16: one loop */
+            if (one_loop) {
                 sf_act_bf16_grad_bf16(op, row, Ga16 + at, h16 + at, (size_t)O);
             } else if (ga_bf16) {
                 float *wide = ga_rows + (size_t)sf_thread_slot() * O;
