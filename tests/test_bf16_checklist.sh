@@ -36,7 +36,7 @@ else
   check "not native: no bf16 row" bash -c "! grep -Eq '^- (packing|small_products|bands_soft|floor, bf16):' '$S'"
 fi
 check "the fp32 floor" grep -Eq "^- floor, fp32: [0-9.]+ ms a step without products \(forward [0-9.]+, backward [0-9.]+, update [0-9.]+\)" "$S"
-check "SFVIT_GEMM=onednn against the default, with its ratio" grep -Eq "^- gemm_onednn: B / A step [0-9.]+ " "$S"
+check "fp32 products on the other backend against the default, with its ratio" grep -Eq "^- gemm: B / A step [0-9.]+ " "$S"
 check "bench/gemm's small-product table in the summary" grep -q "^    shape .*oneDNN .*fp32 .*ratio" "$S"
 check "bench/linear's output kept" test -s "$W/run/bench_linear.txt"
 check "bench/compare left out in QUICK" grep -q "^- bench/compare: left out (QUICK=1)" "$S"
@@ -46,7 +46,8 @@ check "no row failed" bash -c "! grep -q FAILED '$S'"
 mkdir -p "$W/fake"
 cat > "$W/fake/sfvit" << EOF
 #!/bin/bash
-case "\$*" in *SFVIT_GEMM=onednn*) echo "made to fail" >&2; exit 3 ;; esac
+case "\$*" in *"--alternate SFVIT_GEMM="*) echo "made to fail" >&2; exit 3 ;; esac
+[ -n "\${SFVIT_GEMM:-}" ] && { echo "made to fail" >&2; exit 3; }
 exec "$SFVIT" "\$@"
 EOF
 chmod +x "$W/fake/sfvit"
@@ -54,8 +55,8 @@ QUICK=1 bash "$ROOT/bench/bf16_checklist" "$W/fake" "$W/run2" > "$W/run2.log" 2>
 rc=$?
 S2=$W/run2/summary.md
 check "a failing row: status 1" test $rc -eq 1
-check "the failing row named, with its status and file" grep -q "^- gemm_onednn: FAILED (status 3; $W/run2/gemm_onednn.txt)" "$S2"
-check "its output kept" grep -q "made to fail" "$W/run2/gemm_onednn.txt"
+check "the failing row named, with its status and file" grep -q "^- gemm: FAILED (status 3; $W/run2/gemm.txt)" "$S2"
+check "its output kept" grep -q "made to fail" "$W/run2/gemm.txt"
 check "the rows after it still ran (the programs said not built)" \
   bash -c "grep -q '^- floor, fp32: ' '$S2' && grep -q '^- bench/gemm: not built' '$S2' && grep -q '^- test_bf16_native: not built' '$S2'"
 
@@ -68,7 +69,7 @@ check "no native bf16: said so" grep -q "^- no native bf16 here" "$S4"
 check "no native bf16: no bf16 row, no small-product table" \
   bash -c "! grep -Eq '^- (bf16_vs_fp32|packing|small_products|bands_soft|bands_xcit|floor, bf16|auto):|small bf16 products' '$S4'"
 check "no native bf16: the fp32 rows still run" \
-  bash -c "grep -q '^- floor, fp32: ' '$S4' && grep -Eq '^- gemm_onednn: B / A step [0-9.]+ ' '$S4'"
+  bash -c "grep -q '^- floor, fp32: ' '$S4' && grep -Eq '^- gemm: B / A step [0-9.]+ ' '$S4'"
 check "no native bf16: test_bf16_native skipped with its reason" grep -q "^- test_bf16_native: skipped (exit 77): ." "$S4"
 
 mkdir -p "$W/empty"
