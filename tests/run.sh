@@ -5,6 +5,10 @@
 #   warnings    every C file compiled with -Werror for a fixed list of -march targets at
 #               -O2 and -O3 (tests/warnings.py): the same verdict on every host CPU
 #   release     the suite in a --buildtype=release build for this CPU (-march=native)
+#   older ISAs  that build's suite again with oneDNN held below this CPU's ISA (DNNL_MAX_CPU_ISA:
+#               AVX512_CORE_BF16 on AMX CPUs, AVX512_CORE on AVX512_BF16 ones, AVX2 on any
+#               AVX-512 one), so that a test which holds only on this CPU's kernels fails here
+#               rather than on the next machine; none on an AVX2-only CPU
 #   sanitizers  the suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz        30 s of libFuzzer per parser (tests/fuzz/run.sh), when clang can be installed
 # The suite builds print warnings but do not fail on them: the warnings stage is the one
@@ -12,7 +16,8 @@
 # Every stage runs even when an earlier one failed; the last line totals them
 # ("sfvit: N passed, N failed, N skipped") and the exit status is non-zero on any failure.
 # SFVIT_SKIP_ASAN=1 skips the sanitizer pass, SFVIT_SKIP_FUZZ=1 the fuzzing,
-# SFVIT_SKIP_WARNINGS=1 the warnings stage (none of them in CI).
+# SFVIT_SKIP_WARNINGS=1 the warnings stage, SFVIT_SKIP_OLDER_ISAS=1 the older-ISA passes
+# (none of them in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -38,8 +43,12 @@ suite() {
   if ! ninja -C "$dir"; then
     failed=$((failed + 1)); stages+=("$name: build failed"); return
   fi
+  run_suite "$name" "$dir" "$log" "$t0"
+}
+# run_suite NAME BUILDDIR LOG START: the built suite's tests, counted into the totals.
+run_suite() {
+  local name=$1 dir=$2 log=$3 t0=$4 p f s to
   meson test -C "$dir" --print-errorlogs --timeout-multiplier "${TIMEOUT_MULT:-1}" | tee "$log"
-  local p f s to
   p=$(count Ok "$log") f=$(count Fail "$log") s=$(count Skipped "$log") to=$(count Timeout "$log")
   f=$((${f:-0} + ${to:-0}))
   passed=$((passed + ${p:-0})) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
@@ -59,6 +68,17 @@ if [ "${SFVIT_SKIP_WARNINGS:-0}" != 1 ]; then
   fi
 fi
 suite release build-test/release --buildtype=release
+if [ "${SFVIT_SKIP_OLDER_ISAS:-0}" != 1 ] && [ -f build-test/release/build.ninja ]; then
+  older=()
+  grep -qw amx_bf16 /proc/cpuinfo && older+=(AVX512_CORE_BF16)
+  grep -qw avx512_bf16 /proc/cpuinfo && older+=(AVX512_CORE)
+  grep -qw avx512f /proc/cpuinfo && older+=(AVX2)
+  for isa in "${older[@]}"; do
+    DNNL_MAX_CPU_ISA=$isa run_suite "release, oneDNN held to $isa" build-test/release \
+      "build-test/release/run-tests-$isa.log" $SECONDS
+  done
+  [ ${#older[@]} -gt 0 ] || stages+=("older ISAs: none below this CPU's (AVX2 or older)")
+fi
 if [ "${SFVIT_SKIP_ASAN:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1 TIMEOUT_MULT=4 \
     suite sanitizers build-test/asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
@@ -77,7 +97,7 @@ if [ "${SFVIT_SKIP_FUZZ:-0}" != 1 ]; then
   fi
 fi
 echo
-echo "stages (warnings builds, test programs of the release and sanitizer builds, fuzz targets):"
+echo "stages (warnings builds, test programs of the release build (also with oneDNN held to older ISAs) and the sanitizer build, fuzz targets):"
 printf '  %s\n' "${stages[@]}"
 echo "total time $((SECONDS - start)) s"
 echo "sfvit: $passed passed, $failed failed, $skipped skipped"

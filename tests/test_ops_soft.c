@@ -278,7 +278,10 @@ static void test_nr_pinv(void) {
 
 /* The Gaussian kernel's backward shares the (b, h) slices out over the threads when there
  * is enough work: 8 slices of 400 queries × 16 landmarks × 32 dims must each give exactly what
- * the slice gives alone. */
+ * the slice gives alone. Alone means threaded as the op threads a slice: the forward's product
+ * on the team, the backward's on one thread (inside the region, each slice's products run on
+ * its thread). A product on the whole team may be split along its sums (oneDNN's f32 matmul on
+ * AVX2 does, where SFVIT_GEMM sends fp32 products to it), which changes the last bits. */
 static void test_gauss_batch_equals_single(void) {
     sf_rng r;
     sf_rng_seed(&r, 43);
@@ -306,7 +309,9 @@ static void test_gauss_batch_equals_single(void) {
         q1->grad = calloc(q1->numel, sizeof(float));
         l1->grad = calloc(l1->numel, sizeof(float));
         sf_tensor *S1 = sf_gauss_kernel(&g1, q1, l1, 1.0f);
+        sf_threads_init(1);
         sf_backward_seeded(&g1, S1, R + (size_t)b * n * M);
+        sf_threads_init(0); /* the team main set */
         same_s &= !memcmp(S1->data, S->data + (size_t)b * n * M, sizeof(float) * n * M);
         same_dq &= !memcmp(q1->grad, q->grad + (size_t)b * n * D, sizeof(float) * n * D);
         same_dl &= !memcmp(l1->grad, l->grad + (size_t)b * M * D, sizeof(float) * M * D);
