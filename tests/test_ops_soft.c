@@ -280,8 +280,8 @@ static void test_nr_pinv(void) {
  * is enough work: 8 slices of 400 queries × 16 landmarks × 32 dims must each give exactly what
  * the slice gives alone. Alone means threaded as the op threads a slice: the forward's product
  * on the team, the backward's on one thread (inside the region, each slice's products run on
- * its thread). A product on the whole team may be split along its sums (oneDNN's f32 matmul on
- * AVX2 does, where SFVIT_GEMM sends fp32 products to it), which changes the last bits. */
+ * its thread). A product on the whole team may differ from it in the last bits (oneDNN's f32
+ * matmul on AVX2 does, where SFVIT_GEMM sends fp32 products to it). */
 static void test_gauss_batch_equals_single(void) {
     sf_rng r;
     sf_rng_seed(&r, 43);
